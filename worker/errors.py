@@ -1,0 +1,118 @@
+"""The one error family of wikiq.
+
+Every refusal carries a stable ``code`` from the contract (section 3.3), a message a person can act on,
+and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes to HTTP statuses.
+
+    WikiqError                 code, message, index
+    ├── BatchRejected          a batch refused: statically at submission or by preflight in the worker
+    ├── WikiNotFound           WIKI_NOT_FOUND
+    ├── WikiExists             WIKI_EXISTS
+    ├── JobNotFound            JOB_NOT_FOUND
+    ├── NotCancellable         NOT_CANCELLABLE
+    ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
+    ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
+    └── WebhookRefused         WEBHOOK_REFUSED
+
+``RefMoved`` is internal: a compare-and-swap of ``refs/heads/main`` lost to another writer. It never
+reaches a client; the worker re-checks the batch on the new head.
+"""
+
+from __future__ import annotations
+
+CODES = frozenset(
+    {
+        "INVALID_BATCH",
+        "BATCH_EMPTY",
+        "TOO_MANY_EDITS",
+        "BATCH_TOO_LARGE",
+        "INVALID_PATH",
+        "ZONE_FORBIDDEN",
+        "PROTECTED_PATH",
+        "PATH_EXISTS",
+        "NOT_FOUND",
+        "PATH_CONFLICT",
+        "VERSION_REQUIRED",
+        "VERSION_MISMATCH",
+        "OLD_NOT_FOUND",
+        "OLD_NOT_UNIQUE",
+        "COUNT_MISMATCH",
+        "INVALID_ENCODING",
+        "WIKI_NOT_FOUND",
+        "WIKI_EXISTS",
+        "JOB_NOT_FOUND",
+        "UNAUTHORIZED",
+        "FORBIDDEN",
+        "IDEMPOTENCY_CONFLICT",
+        "NOT_CANCELLABLE",
+        "WEBHOOK_REFUSED",
+        "RATE_LIMITED",
+        "INTERNAL",
+    }
+)
+
+
+class WikiqError(Exception):
+    """A refusal with a stable contract code, a human message and the failing edit's index (or None)."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str, *, code: str | None = None, index: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        assert self.code in CODES, self.code
+        self.message = message
+        self.index = index
+
+    def to_dict(self) -> dict[str, object]:
+        """The contract's error object body: ``{"code", "message", "index"}``."""
+        return {"code": self.code, "message": self.message, "index": self.index}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code}, {self.message!r}, index={self.index})"
+
+
+class BatchRejected(WikiqError):
+    """A batch refused as a whole; ``index`` names the failing edit when there is one."""
+
+    def __init__(self, code: str, message: str, index: int | None = None) -> None:
+        super().__init__(message, code=code, index=index)
+
+
+class WikiNotFound(WikiqError):
+    code = "WIKI_NOT_FOUND"
+
+
+class WikiExists(WikiqError):
+    code = "WIKI_EXISTS"
+
+
+class JobNotFound(WikiqError):
+    code = "JOB_NOT_FOUND"
+
+
+class NotCancellable(WikiqError):
+    code = "NOT_CANCELLABLE"
+
+
+class IdempotencyConflict(WikiqError):
+    code = "IDEMPOTENCY_CONFLICT"
+
+
+class AccessDenied(WikiqError):
+    """UNAUTHORIZED (no or unknown credentials) or FORBIDDEN; the message never names a path."""
+
+    code = "FORBIDDEN"
+
+
+class WebhookRefused(WikiqError):
+    code = "WEBHOOK_REFUSED"
+
+
+class RefMoved(Exception):
+    """``refs/heads/main`` was not at the expected commit when we tried to move it (a lost swap)."""
+
+    def __init__(self, expected: str | None, actual: str | None) -> None:
+        super().__init__(f"main moved: expected {expected}, found {actual}")
+        self.expected = expected
+        self.actual = actual

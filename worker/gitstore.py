@@ -1,0 +1,497 @@
+"""The git store: bare repositories ``<data>/wikis/<id>.git`` read and written without a working tree.
+
+Reads go through GitPython's object database (one long-lived ``git cat-file`` per open repository; open
+repositories are kept in a small LRU and closed on eviction). A plan is committed by writing only the new
+blobs, the trees on changed paths and one commit object as loose objects, flushing them to disk with one
+``syncfs``, then moving ``refs/heads/main`` by compare-and-swap under git's own ``main.lock`` protocol.
+A lost swap raises ``RefMoved``; the ref is never forced. Parsed trees are immutable and cached by id, so
+a commit's cost follows what it changes, not the size of the wiki.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import io
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from git.objects.fun import tree_entries_from_data
+from gitdb.base import IStream
+
+from worker.engine import NewFile, Plan
+from worker.errors import RefMoved, WikiExists, WikiNotFound
+
+WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+MAIN = "refs/heads/main"
+TREE_MODE = 0o40000
+FILE_MODE = 0o100644
+JOB_TRAILER = "Wikiq-Job"
+_EXEC_MODE = 0o100755
+
+INITIAL_FILES: Mapping[str, bytes] = {
+    "index.md": b"# Index\n\nOne line per page of the wiki.\n",
+    "log.md": b"# Log\n\nAppend-only record of changes.\n",
+    "schema.md": (
+        b"# Schema\n\n- `wiki/` pages: any edit.\n- `raw/` sources: create only.\n"
+        b"- `index.md`, `log.md`, `schema.md`: never deleted or renamed.\n"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A git author or committer."""
+
+    name: str
+    email: str
+
+    def line(self, when: int) -> bytes:
+        """``Name <email> <epoch> +0000`` with characters git cannot store removed."""
+        name = re.sub(r"[<>\n\r\x00]", "", self.name).strip() or "unknown"
+        email = re.sub(r"[<>\n\r\x00\s]", "", self.email)
+        return f"{name} <{email}> {when} +0000".encode()
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit of ``main`` as the API shows it."""
+
+    commit: str
+    message: str
+    author: Identity
+    time: int
+    job_id: str | None
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file at a commit: path, version (blob id) and size in bytes."""
+
+    path: str
+    version: str
+    size: int
+
+
+SERVICE = Identity("wikiq", "wikiq@localhost")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty page of the file system holding ``path`` to disk (one ``syncfs``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def object_id(kind: str, data: bytes) -> str:
+    """The git object id of ``data`` stored as ``kind`` (blob, tree, commit)."""
+    return hashlib.sha1(b"%s %d\x00" % (kind.encode(), len(data)) + data).hexdigest()
+
+
+class _TreeCache:
+    """Parsed trees by id, least recently used dropped first; trees never change, so none goes stale."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self.trees: OrderedDict[str, dict[str, tuple[int, str]]] = OrderedDict()
+
+    def get(self, tree_id: str) -> dict[str, tuple[int, str]] | None:
+        entries = self.trees.get(tree_id)
+        if entries is not None:
+            self.trees.move_to_end(tree_id)
+        return entries
+
+    def put(self, tree_id: str, entries: dict[str, tuple[int, str]]) -> None:
+        self.trees[tree_id] = entries
+        if len(self.trees) > self.capacity:
+            self.trees.popitem(last=False)
+
+
+class Snapshot:
+    """A read-only view of one tree (a ``HeadView`` for the engine)."""
+
+    def __init__(self, repo: WikiRepo, commit: str | None, tree: str | None) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree = tree
+
+    def _entry(self, path: str) -> tuple[int, str] | None:
+        if self.tree is None:
+            return None
+        entries = self.repo.tree_entries(self.tree)
+        *folders, name = path.split("/")
+        for folder in folders:
+            entry = entries.get(folder)
+            if entry is None or entry[0] != TREE_MODE:
+                return None
+            entries = self.repo.tree_entries(entry[1])
+        return entries.get(name)
+
+    def version(self, path: str) -> str | None:
+        """The blob id at ``path``, or None when no file is there."""
+        entry = self._entry(path)
+        if entry is None or entry[0] not in (FILE_MODE, _EXEC_MODE):
+            return None
+        return entry[1]
+
+    def read(self, path: str) -> bytes:
+        """The bytes of the file at ``path``; ``KeyError`` when there is none."""
+        version = self.version(path)
+        if version is None:
+            raise KeyError(path)
+        return self.repo.read_blob(version)
+
+    def is_dir(self, path: str) -> bool:
+        """True when ``path`` is a folder."""
+        entry = self._entry(path)
+        return entry is not None and entry[0] == TREE_MODE
+
+    def files_under(self, folder: str) -> Iterator[str]:
+        """Every file path below ``folder``."""
+        entry = self._entry(folder)
+        if entry is not None and entry[0] == TREE_MODE:
+            yield from self._walk(entry[1], folder + "/")
+
+    def _walk(self, tree: str, prefix: str) -> Iterator[str]:
+        for name, (mode, oid) in self.repo.tree_entries(tree).items():
+            if mode == TREE_MODE:
+                yield from self._walk(oid, f"{prefix}{name}/")
+            else:
+                yield prefix + name
+
+
+class WikiRepo:
+    """One bare wiki repository. Methods take a lock: one ``WikiRepo`` may be shared by threads."""
+
+    def __init__(self, path: Path, tree_cache: _TreeCache | None = None) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.repo = git.Repo(path, odbt=git.GitCmdObjectDB)
+        self.trees = tree_cache or _TreeCache()
+        self.objects = path / "objects"
+
+    def close(self) -> None:
+        """Stop the repository's ``git cat-file`` processes."""
+        with self.lock:
+            self.repo.close()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """The commit ``main`` points at, read from the ref file (or packed-refs), None when unborn."""
+        try:
+            return (self.path / MAIN).read_text().strip() or None
+        except FileNotFoundError:
+            pass
+        try:
+            for line in (self.path / "packed-refs").read_text().splitlines():
+                if line.endswith(" " + MAIN):
+                    return line.split(" ", 1)[0]
+        except FileNotFoundError:
+            pass
+        return None
+
+    def _read(self, oid: str) -> tuple[str, bytes]:
+        with self.lock:
+            stream = self.repo.odb.stream(bytes.fromhex(oid))
+            return stream.type.decode() if isinstance(stream.type, bytes) else stream.type, stream.read()
+
+    def read_blob(self, oid: str) -> bytes:
+        """The bytes of blob ``oid``."""
+        return self._read(oid)[1]
+
+    def tree_entries(self, tree: str) -> dict[str, tuple[int, str]]:
+        """``{name: (mode, id)}`` of tree ``tree``."""
+        entries = self.trees.get(tree)
+        if entries is None:
+            _, data = self._read(tree)
+            entries = {name: (mode, binsha.hex()) for binsha, mode, name in tree_entries_from_data(data)}
+            self.trees.put(tree, entries)
+        return entries
+
+    def commit_info(self, commit: str) -> CommitInfo:
+        """Parse commit object ``commit``."""
+        _, data = self._read(commit)
+        return parse_commit(commit, data)
+
+    def tree_of(self, commit: str) -> str:
+        """The root tree id of ``commit``."""
+        _, data = self._read(commit)
+        first = data.split(b"\n", 1)[0]
+        return first.split(b" ", 1)[1].decode()
+
+    def snapshot(self, commit: str | None = None) -> Snapshot:
+        """A view of ``commit`` (default: the head of ``main``)."""
+        commit = commit if commit is not None else self.head()
+        return Snapshot(self, commit, None if commit is None else self.tree_of(commit))
+
+    def list_files(self, commit: str, prefix: str = "") -> list[FileEntry]:
+        """Every file at ``commit`` under ``prefix``, sorted by path, with version and size."""
+        args = ["git", "--git-dir", str(self.path), "ls-tree", "-r", "-l", "-z", "--full-tree", commit]
+        out = subprocess.run(args, check=True, capture_output=True).stdout
+        files = []
+        for record in out.split(b"\x00"):
+            if not record:
+                continue
+            meta, path_bytes = record.split(b"\t", 1)
+            _mode, kind, oid, size = meta.split()
+            path = path_bytes.decode("utf-8", "surrogateescape")
+            if kind == b"blob" and path.startswith(prefix):
+                files.append(FileEntry(path, oid.decode(), int(size)))
+        return files
+
+    def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:
+        """Up to ``limit`` commits of ``main`` (first-parent), newest first."""
+        commits: list[CommitInfo] = []
+        current = start if start is not None else self.head()
+        while current is not None and len(commits) < limit:
+            info = self.commit_info(current)
+            commits.append(info)
+            current = info.parents[0] if info.parents else None
+        return commits
+
+    def find_job_commit(self, job_id: str, stop_at: str | None, limit: int = 10_000) -> str | None:
+        """The commit on ``main`` whose trailer names ``job_id``, searched back to ``stop_at`` (excluded)."""
+        current = self.head()
+        seen = 0
+        while current is not None and current != stop_at and seen < limit:
+            info = self.commit_info(current)
+            if info.job_id == job_id:
+                return current
+            current = info.parents[0] if info.parents else None
+            seen += 1
+        return None
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _store(self, kind: str, data: bytes) -> str:
+        oid = object_id(kind, data)
+        if not (self.objects / oid[:2] / oid[2:]).exists():
+            self.repo.odb.store(IStream(kind.encode(), len(data), io.BytesIO(data)))
+        return oid
+
+    def _write_tree(self, tree: str | None, changes: Mapping[str, NewFile | None]) -> str | None:
+        entries = dict(self.tree_entries(tree)) if tree is not None else {}
+        here: dict[str, NewFile | None] = {}
+        below: dict[str, dict[str, NewFile | None]] = {}
+        for path, file in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                below.setdefault(head, {})[rest] = file
+            else:
+                here[head] = file
+        for name, file in here.items():
+            if file is None:
+                entries.pop(name, None)
+        for name, sub in below.items():
+            old = entries.get(name)
+            new = self._write_tree(old[1] if old and old[0] == TREE_MODE else None, sub)
+            if new is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (TREE_MODE, new)
+        for name, file in here.items():
+            if file is not None:
+                if file.data is not None:
+                    self._store("blob", file.data)
+                old = entries.get(name)
+                mode = old[0] if old and old[0] in (FILE_MODE, _EXEC_MODE) else FILE_MODE
+                entries[name] = (mode, file.version)
+        if not entries:
+            return None
+        data = b"".join(
+            b"%o %s\x00%s" % (mode, name.encode(), bytes.fromhex(oid))
+            for name, (mode, oid) in sorted(entries.items(), key=_git_order)
+        )
+        oid = self._store("tree", data)
+        self.trees.put(oid, entries)
+        return oid
+
+    def commit_plan(
+        self,
+        plan: Plan,
+        base: str | None,
+        message: str,
+        author: Identity,
+        job_id: str | None = None,
+        committer: Identity = SERVICE,
+        when: int | None = None,
+    ) -> str:
+        """Write ``plan`` as one commit on ``base`` and move ``main`` there if it is still at ``base``.
+
+        Raises ``RefMoved`` when ``main`` moved meanwhile; the objects written stay unreferenced (git gc
+        removes them). Returns once objects and ref are on disk.
+        """
+        with self.lock:
+            base_tree = self.tree_of(base) if base is not None else None
+            tree = self._write_tree(base_tree, plan.changes)
+            if tree is None:
+                tree = self._store("tree", b"")
+            when = int(time.time()) if when is None else when
+            text = message.rstrip("\n") + "\n"
+            if job_id is not None:
+                text += f"\n{JOB_TRAILER}: {job_id}\n"
+            body = b"tree %s\n" % tree.encode()
+            if base is not None:
+                body += b"parent %s\n" % base.encode()
+            body += b"author %s\ncommitter %s\n\n" % (author.line(when), committer.line(when))
+            commit = self._store("commit", body + text.encode("utf-8"))
+            self._swap_main(base, commit)
+            return commit
+
+    def _swap_main(self, expected: str | None, new: str) -> None:
+        ref = self.path / MAIN
+        lock = ref.with_name(ref.name + ".lock")
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise RefMoved(expected, None) from None
+        try:
+            actual = self.head()
+            if actual != expected:
+                raise RefMoved(expected, actual)
+            os.write(fd, new.encode() + b"\n")
+            os.close(fd)
+            fd = -1
+            sync_filesystem(self.path)  # new objects and the lock's content, in one flush
+            os.rename(lock, ref)
+            fsync_dir(ref.parent)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+
+
+def _git_order(item: tuple[str, tuple[int, str]]) -> bytes:
+    name, (mode, _) = item
+    return name.encode() + (b"/" if mode == TREE_MODE else b"")
+
+
+def parse_commit(oid: str, data: bytes) -> CommitInfo:
+    """Read the fields wikiq shows from a raw commit object."""
+    header, _, message_bytes = data.partition(b"\n\n")
+    parents: list[str] = []
+    author = Identity("unknown", "")
+    when = 0
+    for line in header.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"parent":
+            parents.append(value.decode())
+        elif key == b"author":
+            match = re.match(rb"^(.*) <(.*)> (\d+) ", value)
+            if match:
+                author = Identity(match[1].decode("utf-8", "replace"), match[2].decode("utf-8", "replace"))
+                when = int(match[3])
+    message = message_bytes.decode("utf-8", "replace")
+    job = re.search(rf"^{JOB_TRAILER}: (\S+)\s*$", message, re.MULTILINE)
+    return CommitInfo(oid, message, author, when, job[1] if job else None, tuple(parents))
+
+
+class GitStore:
+    """Every wiki under ``<data>/wikis``; open repositories kept in a bounded LRU."""
+
+    def __init__(self, data_dir: Path, max_open: int = 32) -> None:
+        self.root = Path(data_dir) / "wikis"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.max_open = max_open
+        self._open: OrderedDict[str, WikiRepo] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def path(self, wiki: str) -> Path:
+        """Where wiki ``wiki`` lives (the id is checked first)."""
+        if not WIKI_ID.match(wiki):
+            raise WikiNotFound(f"no wiki {wiki[:80]!r}: ids match ^[a-z0-9][a-z0-9._-]{{0,62}}$")
+        return self.root / f"{wiki}.git"
+
+    def exists(self, wiki: str) -> bool:
+        """True when wiki ``wiki`` exists."""
+        return WIKI_ID.match(wiki) is not None and (self.path(wiki) / "HEAD").exists()
+
+    def ids(self) -> list[str]:
+        """Every wiki id, sorted."""
+        return sorted(p.name[: -len(".git")] for p in self.root.glob("*.git") if (p / "HEAD").exists())
+
+    def open(self, wiki: str) -> WikiRepo:
+        """The repository of ``wiki``; ``WikiNotFound`` when there is none."""
+        with self._lock:
+            repo = self._open.get(wiki)
+            if repo is not None:
+                self._open.move_to_end(wiki)
+                return repo
+        if not self.exists(wiki):
+            raise WikiNotFound(f"no wiki {wiki!r}; create it with POST /v1/wikis")
+        with self._lock:
+            repo = self._open.get(wiki)
+            if repo is None:
+                repo = WikiRepo(self.path(wiki))
+                self._open[wiki] = repo
+                while len(self._open) > self.max_open:
+                    _, evicted = self._open.popitem(last=False)
+                    evicted.close()
+            return repo
+
+    def create(
+        self, wiki: str, author: Identity = SERVICE, files: Mapping[str, bytes] = INITIAL_FILES
+    ) -> str:
+        """Create wiki ``wiki`` with one initial commit of ``files``; ``WikiExists`` if it is there."""
+        final = self.path(wiki)
+        if final.exists():
+            raise WikiExists(f"wiki {wiki!r} already exists")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{wiki}.", suffix=".tmp", dir=self.root))
+        try:
+            git.Repo.init(tmp, bare=True, mkdir=False, initial_branch="main").close()
+            repo = WikiRepo(tmp)
+            plan = Plan(
+                changes={path: NewFile(object_id("blob", data), data) for path, data in files.items()}
+            )
+            commit = repo.commit_plan(plan, None, f"Create wiki {wiki}", author, committer=SERVICE)
+            repo.close()
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                raise WikiExists(f"wiki {wiki!r} already exists") from None
+            fsync_dir(self.root)
+            return commit
+        finally:
+            if tmp.exists():
+                subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+    def close(self) -> None:
+        """Close every open repository."""
+        with self._lock:
+            for repo in self._open.values():
+                repo.close()
+            self._open.clear()
+
+
+def iter_changes(plan: Plan) -> Iterable[str]:
+    """The changed paths of ``plan``, sorted (for logs and tests)."""
+    return sorted(plan.changes)
