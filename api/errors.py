@@ -1,0 +1,87 @@
+"""HTTP face of the error family: status per code, and handlers that always answer the contract's
+error object ``{"error": {"code", "message", "index"}}`` — never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from worker.errors import WikiqError
+
+log = logging.getLogger("wikiq.api")
+
+STATUS = {
+    "TOO_MANY_EDITS": 413,
+    "BATCH_TOO_LARGE": 413,
+    "WIKI_NOT_FOUND": 404,
+    "JOB_NOT_FOUND": 404,
+    "NOT_FOUND": 404,
+    "WIKI_EXISTS": 409,
+    "NOT_CANCELLABLE": 409,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "RATE_LIMITED": 429,
+    "INTERNAL": 500,
+}
+
+
+def error_body(code: str, message: str, index: int | None = None) -> dict[str, Any]:
+    """The contract's error object."""
+    return {"error": {"code": code, "message": message, "index": index}}
+
+
+def error_response(code: str, message: str, index: int | None = None, **headers: str) -> JSONResponse:
+    """A JSON error answer with the status the code maps to (422 by default)."""
+    return JSONResponse(error_body(code, message, index), status_code=STATUS.get(code, 422), headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    index = None
+    if len(loc) >= 2 and loc[0] == "edits" and loc[1].isdigit():
+        index = int(loc[1])
+        loc = loc[2:]
+        # the discriminated union puts the op's name in the location: drop it
+        if loc and loc[0] in ("create", "overwrite", "replace", "delete", "rename"):
+            loc = loc[1:]
+    where = ".".join(loc) or "body"
+    message = str(first.get("msg", "invalid request"))
+    if first.get("type") == "json_invalid":
+        return "the body is not valid JSON", None
+    if first.get("type") == "extra_forbidden":
+        message = "unknown field"
+    return f"{where}: {message}", index
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into the contract's error object."""
+
+    @app.exception_handler(WikiqError)
+    async def wikiq_error(_: Request, exc: WikiqError) -> JSONResponse:
+        return error_response(exc.code, exc.message, exc.index)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, index = _validation_message(exc)
+        return error_response("INVALID_BATCH", message, index)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return JSONResponse(error_body("NOT_FOUND", "no such route"), status_code=404)
+        if exc.status_code == 405:
+            return JSONResponse(
+                error_body("INVALID_BATCH", "method not allowed on this route"), status_code=405
+            )
+        return JSONResponse(error_body("INVALID_BATCH", str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("INTERNAL", "internal error; it has been logged"), status_code=500)

@@ -1,0 +1,79 @@
+"""Jobs: status with long-poll, cancellation, a wiki's recent jobs, webhook redelivery."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from api.auth import Principal, principal
+from api.state import AppState, state
+from worker.errors import JobNotFound, NotCancellable, WikiNotFound
+from worker.jobstore import FINISHED, JobRecord, now_iso
+from worker.queue import cancel_queued
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+App = Annotated[AppState, Depends(state)]
+Caller = Annotated[Principal, Depends(principal)]
+MAX_WAIT = 60.0
+
+
+async def _visible(app: AppState, caller: Principal, job_id: str) -> JobRecord:
+    record = await app.jobs.get(job_id)
+    if record is None or not caller.may(record.wiki, "read"):
+        raise JobNotFound(f"no job {job_id[:64]!r} (jobs are kept {app.settings.job_retention_seconds} s)")
+    return record
+
+
+@router.get("/jobs/{job_id}")
+async def get_job(
+    job_id: str, app: App, caller: Caller, wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0
+) -> dict[str, Any]:
+    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S seconds."""
+    with app.waiters.register(job_id) as finished:
+        record = await _visible(app, caller, job_id)
+        if wait and record.status not in FINISHED:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), wait)
+            record = await _visible(app, caller, job_id)
+    return record.public()
+
+
+def _cancel(record: JobRecord) -> JobRecord | None:
+    if record.status != "queued":
+        return None
+    record.status = "cancelled"
+    record.finished_at = now_iso()
+    return record
+
+
+@router.delete("/jobs/{job_id}")
+async def cancel_job(job_id: str, app: App, caller: Caller) -> dict[str, Any]:
+    """Cancel a job that has not started: ``200`` with status ``cancelled``, ``409`` once it started."""
+    record = await _visible(app, caller, job_id)
+    if not caller.may(record.wiki, "write"):
+        raise JobNotFound(f"no job {job_id!r} you may cancel")
+    after = await app.jobs.update(job_id, _cancel)
+    if after is None:
+        raise JobNotFound(f"no job {job_id!r}")
+    if after.status != "cancelled":
+        raise NotCancellable(f"job {job_id} is {after.status}; only a queued job can be cancelled")
+    await cancel_queued(app.redis, job_id, after.partition)
+    return after.public()
+
+
+@router.get("/wikis/{wiki}/jobs")
+async def list_jobs(
+    wiki: str,
+    app: App,
+    caller: Caller,
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """A wiki's recent jobs, newest first."""
+    if not caller.may(wiki, "read") or not app.store.exists(wiki):
+        raise WikiNotFound(f"no wiki {wiki!r}")
+    records = await app.jobs.wiki_jobs(wiki, limit, status)
+    return {"jobs": [r.public() for r in records]}

@@ -1,0 +1,144 @@
+"""The job functions a worker runs: apply one batch, exactly once in effect.
+
+``apply_batch`` moves the record to ``running``, applies the batch in a thread (git work blocks), and records
+``succeeded`` or ``failed``. A run that may have happened before (the record was already ``running``, or a
+compare-and-swap was lost) first looks for its own commit by its ``Wikiq-Job`` trailer and reports that
+commit instead of writing a second one. Unexpected errors make arq run the job again; only after
+``max_job_tries`` runs is it reported failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from arq import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from worker.engine import Plan, preflight
+from worker.errors import BatchRejected, RefMoved, WikiqError
+from worker.gitstore import GitStore, Identity, WikiRepo
+from worker.jobstore import JobRecord, JobStore, now_iso
+from worker.ops import Batch
+from worker.paths import ZonePolicy
+from worker.policy import policy_for
+from worker.settings import Settings
+
+log = logging.getLogger("wikiq.worker")
+MAX_SWAPS = 50
+
+
+@dataclass
+class Deps:
+    """What job functions need, created once at worker start-up and handed down through arq's ctx."""
+
+    settings: Settings
+    store: GitStore
+    jobs: JobStore
+
+
+def _result(commit: str | None, plan: Plan) -> dict[str, Any]:
+    return {"commit": commit, "applied": [entry.to_dict() for entry in plan.applied]}
+
+
+def run_batch(repo: WikiRepo, policy: ZonePolicy, record: JobRecord, maybe_ran: bool) -> dict[str, Any]:
+    """Check and commit ``record``'s batch on the current head; the ``result`` object of the job.
+
+    Raises ``BatchRejected`` when a rule fails (nothing written). When ``maybe_ran`` (or after a lost swap)
+    the job's own commit is looked for first and, if found, reported as the result.
+    """
+    batch = Batch.model_validate(record.batch)
+    author = Identity(record.author["name"], record.author["email"])
+    for _ in range(MAX_SWAPS):
+        if maybe_ran and not batch.dry_run:
+            mine = repo.find_job_commit(record.job_id, stop_at=record.base)
+            if mine is not None:
+                parents = repo.commit_info(mine).parents
+                before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
+                return _result(mine, preflight(before, batch.edits, policy))
+        head = repo.head()
+        plan = preflight(repo.snapshot(head), batch.edits, policy)
+        if batch.dry_run:
+            return _result(None, plan)
+        try:
+            commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
+        except RefMoved:
+            maybe_ran = True
+            continue
+        return _result(commit, plan)
+    raise WikiqError(f"main kept moving; gave up after {MAX_SWAPS} attempts", code="INTERNAL")
+
+
+def _start(record: JobRecord) -> JobRecord | None:
+    if record.status not in ("queued", "running"):
+        return None
+    record.runs += 1
+    if record.status == "queued":
+        record.status = "running"
+        record.started_at = now_iso()
+        record.started_ms = _ms()
+    return record
+
+
+def _ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _finish(result: dict[str, Any] | None, error: dict[str, Any] | None) -> Any:
+    def change(record: JobRecord) -> JobRecord | None:
+        if record.status != "running":
+            return None
+        record.status = "failed" if error is not None else "succeeded"
+        record.result, record.error = result, error
+        record.finished_at = now_iso()
+        record.finished_ms = _ms()
+        return record
+
+    return change
+
+
+async def _record(
+    jobs: JobStore, job_id: str, result: dict[str, Any] | None, error: dict[str, Any] | None
+) -> None:
+    """Record the outcome, riding out a Redis restart (bounded); the commit is already durable."""
+    delay = 0.05
+    for _ in range(200):
+        try:
+            await jobs.update(job_id, _finish(result, error))
+            return
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
+            delay = min(delay * 2, 1.0)
+    raise Retry(defer=1)
+
+
+async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
+    """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
+    deps: Deps = ctx["deps"]
+    record = await deps.jobs.update(job_id, _start)
+    if record is None or record.status != "running":
+        return None if record is None else record.status
+    if record.runs > deps.settings.max_job_tries:
+        gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
+        await _record(deps.jobs, job_id, None, gave_up.to_dict())
+        return "failed"
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    try:
+        repo = deps.store.open(record.wiki)
+        policy = policy_for(repo.path)
+        result = await asyncio.to_thread(run_batch, repo, policy, record, record.runs > 1)
+    except (BatchRejected, WikiqError) as exc:
+        if exc.code == "INTERNAL":
+            raise Retry(defer=1) from exc
+        error = exc.to_dict()
+    except Exception as exc:
+        log.exception("job %s: unexpected error; it will run again", job_id)
+        raise Retry(defer=1) from exc
+    await _record(deps.jobs, job_id, result, error)
+    return "failed" if error else "succeeded"

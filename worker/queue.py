@@ -1,0 +1,316 @@
+"""Everything arq- and Redis-queue-specific: partitions, leases, doorbells, enqueueing, the worker loop.
+
+Each wiki maps to one partition (``partition_of``); each partition is one arq queue consumed by exactly one
+worker process at a time, holding a lease ``wikiq:lease:<p>`` renewed while it lives. A process serves its
+partitions with one arq ``Worker`` each (``max_jobs=1``), so a wiki's batches run one at a time in
+acceptance order, without locks. Instead of arq's 0.5 s poll, submissions ring a per-partition doorbell
+list and one blocking ``BLPOP`` wakes the right consumer at once. Only JSON crosses Redis.
+
+Worker processes share partitions fairly: each registers a heartbeat, aims for ``ceil(P / live)``
+partitions, takes free leases up to that, and hands back extras when idle. A killed process's leases
+expire after ``lease_seconds``; the next owner clears the dead run's in-progress marker so the interrupted
+job runs again first (its own commit is then found by trailer, see ``worker.jobs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import socket
+import time
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from arq import create_pool
+from arq.connections import ArqRedis, RedisSettings
+from arq.constants import in_progress_key_prefix
+from arq.worker import Worker, func
+from redis.exceptions import RedisError
+
+from worker.gitstore import GitStore
+from worker.jobs import Deps, apply_batch
+from worker.jobstore import JobStore
+from worker.settings import Settings
+
+log = logging.getLogger("wikiq.queue")
+
+WORKERS = "wikiq:workers"
+IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
+
+
+def queue_name(partition: int) -> str:
+    """The arq queue of ``partition``."""
+    return f"wikiq:queue:{partition}"
+
+
+def bell_key(partition: int) -> str:
+    """The doorbell list rung when work arrives on ``partition``."""
+    return f"wikiq:bell:{partition}"
+
+
+def lease_key(partition: int) -> str:
+    """The lease naming the worker that owns ``partition``."""
+    return f"wikiq:lease:{partition}"
+
+
+def _dumps(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("arq job payload is not a JSON object")
+    return value
+
+
+async def connect(url: str) -> ArqRedis:
+    """An arq Redis pool that serialises jobs as JSON (never pickle)."""
+    settings = RedisSettings.from_dsn(url)
+    settings.conn_retries = 0
+    return await create_pool(settings, job_serializer=_dumps, job_deserializer=_loads)
+
+
+async def enqueue_batch(redis: ArqRedis, job_id: str, partition: int, expires_s: float) -> None:
+    """Queue job ``job_id`` on ``partition`` and ring its doorbell; ``RuntimeError`` if arq refused it."""
+    job = await redis.enqueue_job(
+        "apply_batch", job_id, _job_id=job_id, _queue_name=queue_name(partition), _expires=expires_s
+    )
+    if job is None:
+        raise RuntimeError(f"arq refused job {job_id}: the id is taken")
+    await ring(redis, partition)
+
+
+async def ring(redis: ArqRedis, partition: int) -> None:
+    """Wake the consumer of ``partition``."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.lpush(bell_key(partition), b"1")
+        pipe.ltrim(bell_key(partition), 0, 7)
+        await pipe.execute()
+
+
+async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
+    """Take a cancelled job out of its arq queue so no consumer ever reads it."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.zrem(queue_name(partition), job_id)
+        pipe.delete(f"arq:job:{job_id}")
+        await pipe.execute()
+
+
+async def queue_depth(redis: ArqRedis, partition: int) -> int:
+    """Jobs waiting (or running) on ``partition``."""
+    return int(await redis.zcard(queue_name(partition)))
+
+
+class PartitionRunner:
+    """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
+
+    def __init__(self, partition: int, redis: ArqRedis, deps: Deps) -> None:
+        settings = deps.settings
+        self.partition = partition
+        self.redis = redis
+        self.wake = asyncio.Event()
+        self.stopping = False
+        self.worker = Worker(
+            functions=[func(apply_batch, name="apply_batch", max_tries=settings.max_job_tries)],
+            queue_name=queue_name(partition),
+            redis_pool=redis,
+            handle_signals=False,
+            max_jobs=1,
+            job_timeout=settings.job_timeout_seconds,
+            keep_result=0,
+            max_tries=settings.max_job_tries,
+            health_check_interval=3600,
+            ctx={"deps": deps, "redis": redis},
+            job_serializer=_dumps,
+            job_deserializer=_loads,
+            log_results=False,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Begin consuming in a task."""
+        self.task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
+
+    @property
+    def busy(self) -> bool:
+        """True while a job of this partition is in flight."""
+        return bool(self.worker.tasks)
+
+    async def _clear_stale_runs(self) -> None:
+        # We hold the lease, so any in-progress marker in this queue belongs to a run that is dead.
+        ids = await self.redis.zrange(queue_name(self.partition), 0, -1)
+        if ids:
+            keys = [in_progress_key_prefix + (i.decode() if isinstance(i, bytes) else i) for i in ids]
+            await self.redis.delete(*keys)
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        cleared = False
+        while not self.stopping:
+            self.wake.clear()
+            try:
+                if not cleared:
+                    await self._clear_stale_runs()
+                    cleared = True
+                await self.worker._poll_iteration()
+                if self.worker.tasks:
+                    await asyncio.wait(list(self.worker.tasks.values()))
+                    continue
+                backoff = 0.1
+            except RedisError as exc:
+                log.warning("partition %s: Redis unavailable (%s); retrying", self.partition, exc)
+                await asyncio.sleep(backoff)  # back off while Redis is away
+                backoff = min(backoff * 2, 2.0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), IDLE_RECHECK)
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Stop after the job in flight (waiting at most ``grace`` seconds for it)."""
+        self.stopping = True
+        self.wake.set()
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.task), grace)
+            except TimeoutError:
+                self.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.task
+
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+async def _script(redis: ArqRedis, script: str, key: str, *args: str) -> Any:
+    return await cast(Awaitable[Any], redis.eval(script, 1, key, *args))
+
+
+class WorkerProcess:
+    """A ``wikiq worker``: holds partition leases, runs their consumers, wakes them by doorbell."""
+
+    def __init__(self, settings: Settings, redis: ArqRedis, bell_redis: ArqRedis) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.bell_redis = bell_redis
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+        jobs = JobStore(redis, settings.job_retention_seconds)
+        self.deps = Deps(settings, GitStore(settings.data_dir), jobs)
+        self.runners: dict[int, PartitionRunner] = {}
+        self.lease_ms = int(settings.lease_seconds * 1000)
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
+        tasks = [asyncio.create_task(self._lease_loop()), asyncio.create_task(self._bell_loop())]
+        try:
+            await self.stopping.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await asyncio.gather(*(self._release(p) for p in list(self.runners)), return_exceptions=True)
+            with contextlib.suppress(RedisError):
+                await self.redis.zrem(WORKERS, self.id)
+            self.deps.store.close()
+
+    def stop(self) -> None:
+        """Ask the process to stop gracefully."""
+        self.stopping.set()
+
+    async def _lease_loop(self) -> None:
+        period = self.settings.lease_seconds / 3
+        while True:
+            try:
+                await self._tend_leases()
+            except RedisError as exc:
+                log.warning("leases: Redis unavailable (%s)", exc)
+            await asyncio.sleep(period)  # the lease renewal period
+
+    async def _tend_leases(self) -> None:
+        now = int(time.time() * 1000)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(WORKERS, {self.id: now})
+            pipe.zremrangebyscore(WORKERS, "-inf", now - self.lease_ms)
+            pipe.zcard(WORKERS)
+            *_, live = await pipe.execute()
+        for partition in list(self.runners):
+            kept = await _script(self.redis, _RENEW, lease_key(partition), self.id, str(self.lease_ms))
+            if not kept:
+                log.warning("partition %s: lease lost; stopping its consumer", partition)
+                runner = self.runners.pop(partition)
+                await runner.stop(grace=0)
+        target = math.ceil(self.settings.partitions / max(int(live), 1))
+        if len(self.runners) < target:
+            free = [p for p in range(self.settings.partitions) if p not in self.runners]
+            random.shuffle(free)
+            for partition in free:
+                if len(self.runners) >= target:
+                    break
+                if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
+                    runner = PartitionRunner(partition, self.redis, self.deps)
+                    self.runners[partition] = runner
+                    runner.start()
+                    log.info("partition %s: lease taken by %s", partition, self.id)
+        elif len(self.runners) > target:
+            for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
+                await self._release(partition)
+
+    async def _release(self, partition: int) -> None:
+        runner = self.runners.pop(partition, None)
+        if runner is not None:
+            await runner.stop()
+        with contextlib.suppress(RedisError):
+            await _script(self.redis, _RELEASE, lease_key(partition), self.id)
+            await ring(self.redis, partition)  # the next owner should look at once
+
+    async def _bell_loop(self) -> None:
+        while True:
+            if not self.runners:
+                await asyncio.sleep(0.2)  # no partition yet: the lease loop is acquiring
+                continue
+            keys = [bell_key(p) for p in self.runners]
+            try:
+                popped = await cast(Awaitable[Any], self.bell_redis.blpop(keys, timeout=1))
+            except RedisError as exc:
+                log.warning("doorbell: Redis unavailable (%s)", exc)
+                await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            if popped is None:
+                continue
+            key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            runner = self.runners.get(int(key.rsplit(":", 1)[1]))
+            if runner is not None:
+                runner.wake.set()
+
+
+async def serve(settings: Settings) -> None:
+    """Run one worker process until SIGINT/SIGTERM."""
+    import signal
+
+    redis = await connect(settings.redis_url)
+    bell_redis = await connect(settings.redis_url)
+    process = WorkerProcess(settings, redis, bell_redis)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, process.stop)
+    log.info("worker %s serving %s partitions", process.id, settings.partitions)
+    try:
+        await process.run()
+    finally:
+        await redis.aclose()
+        await bell_redis.aclose()
