@@ -116,3 +116,10 @@ class RefMoved(Exception):
         super().__init__(f"main moved: expected {expected}, found {actual}")
         self.expected = expected
         self.actual = actual
+
+
+class RefLocked(RefMoved):
+    """Another writer holds ``refs/heads/main.lock`` right now; try again shortly."""
+
+    def __init__(self, expected: str | None) -> None:
+        super().__init__(expected, None)

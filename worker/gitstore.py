@@ -30,13 +30,14 @@ from git.objects.fun import tree_entries_from_data
 from gitdb.base import IStream
 
 from worker.engine import NewFile, Plan
-from worker.errors import RefMoved, WikiExists, WikiNotFound
+from worker.errors import RefLocked, RefMoved, WikiExists, WikiNotFound
 
 WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 MAIN = "refs/heads/main"
 TREE_MODE = 0o40000
 FILE_MODE = 0o100644
 JOB_TRAILER = "Wikiq-Job"
+STALE_LOCK_SECONDS = 5.0
 _EXEC_MODE = 0o100755
 
 INITIAL_FILES: Mapping[str, bytes] = {
@@ -266,6 +267,32 @@ class WikiRepo:
                 files.append(FileEntry(path, oid.decode(), int(size)))
         return files
 
+    def search(self, commit: str, query: str, limit: int) -> list[tuple[str, int, str]]:
+        """Up to ``limit`` ``(path, line, text)`` holding ``query`` (literal, any case) at ``commit``."""
+        args = ["git", "--git-dir", str(self.path), "grep", "-I", "-i", "-F", "-n", "-z", "--no-color"]
+        process = subprocess.Popen(
+            [*args, "-e", query, commit], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert process.stdout is not None
+        matches: list[tuple[str, int, str]] = []
+        prefix = commit.encode() + b":"
+        try:
+            for raw in process.stdout:
+                path, number, text = raw.rstrip(b"\n").split(b"\x00", 2)
+                matches.append(
+                    (
+                        path.removeprefix(prefix).decode("utf-8", "replace"),
+                        int(number),
+                        text.decode("utf-8", "replace"),
+                    )
+                )
+                if len(matches) >= limit:
+                    break
+        finally:
+            process.kill()
+            process.wait()
+        return matches
+
     def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:
         """Up to ``limit`` commits of ``main`` (first-parent), newest first."""
         commits: list[CommitInfo] = []
@@ -372,7 +399,13 @@ class WikiRepo:
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            raise RefMoved(expected, None) from None
+            if not _break_stale_lock(lock):
+                raise RefLocked(expected) from None
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                raise RefLocked(expected) from None
+        held = True  # the lock path is ours until renamed; after that it may be another writer's lock
         try:
             actual = self.head()
             if actual != expected:
@@ -382,12 +415,31 @@ class WikiRepo:
             fd = -1
             sync_filesystem(self.path)  # new objects and the lock's content, in one flush
             os.rename(lock, ref)
+            held = False
             fsync_dir(ref.parent)
         finally:
             if fd >= 0:
                 os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
+            if held:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+
+
+def _break_stale_lock(lock: Path) -> bool:
+    """Remove ``lock`` if it is older than ``STALE_LOCK_SECONDS``: its writer died (SIGKILL mid-swap).
+
+    A swap holds the lock for milliseconds, and only the partition's lease holder writes a wiki, so an old
+    lock can only be a dead writer's. Returns True when the lock is gone.
+    """
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return True
+    if age < STALE_LOCK_SECONDS:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock)
+    return True
 
 
 def _git_order(item: tuple[str, tuple[int, str]]) -> bytes:
@@ -411,8 +463,9 @@ def parse_commit(oid: str, data: bytes) -> CommitInfo:
                 author = Identity(match[1].decode("utf-8", "replace"), match[2].decode("utf-8", "replace"))
                 when = int(match[3])
     message = message_bytes.decode("utf-8", "replace")
-    job = re.search(rf"^{JOB_TRAILER}: (\S+)\s*$", message, re.MULTILINE)
-    return CommitInfo(oid, message, author, when, job[1] if job else None, tuple(parents))
+    # wikiq appends its trailer last; a "Wikiq-Job:" line inside the caller's message must not count
+    jobs = re.findall(rf"^{JOB_TRAILER}: (\S+)\s*$", message, re.MULTILINE)
+    return CommitInfo(oid, message, author, when, jobs[-1] if jobs else None, tuple(parents))
 
 
 class GitStore:

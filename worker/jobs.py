@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.engine import Plan, preflight
-from worker.errors import BatchRejected, RefMoved, WikiqError
-from worker.gitstore import GitStore, Identity, WikiRepo
+from worker.errors import RefLocked, RefMoved, WikiqError
+from worker.gitstore import STALE_LOCK_SECONDS, GitStore, Identity, WikiRepo
 from worker.jobstore import JobRecord, JobStore, now_iso
 from worker.ops import Batch
 from worker.paths import ZonePolicy
@@ -52,7 +53,9 @@ def run_batch(repo: WikiRepo, policy: ZonePolicy, record: JobRecord, maybe_ran: 
     """
     batch = Batch.model_validate(record.batch)
     author = Identity(record.author["name"], record.author["email"])
-    for _ in range(MAX_SWAPS):
+    swaps = 0
+    locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
+    while swaps < MAX_SWAPS:
         if maybe_ran and not batch.dry_run:
             mine = repo.find_job_commit(record.job_id, stop_at=record.base)
             if mine is not None:
@@ -65,7 +68,14 @@ def run_batch(repo: WikiRepo, policy: ZonePolicy, record: JobRecord, maybe_ran: 
             return _result(None, plan)
         try:
             commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
+        except RefLocked:
+            if time.monotonic() > locked_until:
+                raise WikiqError("refs/heads/main.lock stays locked", code="INTERNAL") from None
+            time.sleep(0.05)  # another writer holds main.lock: back off, then check the head again
+            maybe_ran = True
+            continue
         except RefMoved:
+            swaps += 1
             maybe_ran = True
             continue
         return _result(commit, plan)
@@ -84,8 +94,6 @@ def _start(record: JobRecord) -> JobRecord | None:
 
 
 def _ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 
@@ -117,6 +125,13 @@ async def _record(
     raise Retry(defer=1)
 
 
+async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> dict[str, Any]:
+    """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
+    if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
+        raise Retry(defer=1) from exc
+    return WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL").to_dict()
+
+
 async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
     deps: Deps = ctx["deps"]
@@ -133,12 +148,13 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
         repo = deps.store.open(record.wiki)
         policy = policy_for(repo.path)
         result = await asyncio.to_thread(run_batch, repo, policy, record, record.runs > 1)
-    except (BatchRejected, WikiqError) as exc:
-        if exc.code == "INTERNAL":
-            raise Retry(defer=1) from exc
-        error = exc.to_dict()
+    except WikiqError as exc:
+        if exc.code != "INTERNAL":
+            error = exc.to_dict()
+        else:
+            error = await _retry_or_give_up(ctx, deps, job_id, exc)
     except Exception as exc:
-        log.exception("job %s: unexpected error; it will run again", job_id)
-        raise Retry(defer=1) from exc
+        log.exception("job %s: unexpected error", job_id)
+        error = await _retry_or_give_up(ctx, deps, job_id, exc)
     await _record(deps.jobs, job_id, result, error)
     return "failed" if error else "succeeded"

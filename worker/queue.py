@@ -59,7 +59,8 @@ def lease_key(partition: int) -> str:
 
 
 def _dumps(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    # default=str: arq also stores results, which may hold an exception; jobs themselves are plain JSON
+    return json.dumps(value, separators=(",", ":"), default=str).encode()
 
 
 def _loads(raw: bytes) -> dict[str, Any]:

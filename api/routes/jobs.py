@@ -29,9 +29,10 @@ async def _visible(app: AppState, caller: Principal, job_id: str) -> JobRecord:
 
 @router.get("/jobs/{job_id}")
 async def get_job(
-    job_id: str, app: App, caller: Caller, wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0
+    job_id: str, app: App, caller: Caller, wait: Annotated[float, Query(ge=0)] = 0
 ) -> dict[str, Any]:
-    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S seconds."""
+    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S (at most 60) s."""
+    wait = min(wait, MAX_WAIT)
     with app.waiters.register(job_id) as finished:
         record = await _visible(app, caller, job_id)
         if wait and record.status not in FINISHED:

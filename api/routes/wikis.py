@@ -168,6 +168,28 @@ async def list_commits(
     }
 
 
+@router.get("/wikis/{wiki}/search")
+async def search(
+    wiki: str,
+    app: App,
+    caller: Caller,
+    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Literal, case-insensitive search of the head: ``{"matches": [{"path", "line", "text"}]}``."""
+    if any(ch in q for ch in "\x00\n\r"):
+        raise BatchRejected("INVALID_BATCH", "q must be one line of text")
+    repo = await _repo(app, caller, wiki)
+
+    def run() -> list[dict[str, Any]]:
+        head = repo.head()
+        if head is None:
+            return []
+        return [{"path": p, "line": n, "text": t} for p, n, t in repo.search(head, q, limit)]
+
+    return {"matches": await run_in_threadpool(run)}
+
+
 def fingerprint(wiki: str, batch: Batch) -> str:
     """A digest of what was submitted, to tell a retried submission from a different one."""
     canonical = json.dumps([wiki, batch.model_dump(mode="json")], sort_keys=True, separators=(",", ":"))

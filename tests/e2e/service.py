@@ -1,0 +1,135 @@
+"""A whole wikiq deployment made of real processes, for end-to-end tests.
+
+Its own Redis-compatible server (AOF on, so a clean restart keeps the queue), one API process on a free
+port and any number of worker processes, all on loopback, all stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from worker.redis_server import RedisServer, free_port
+
+
+class Service:
+    """Start, kill and restart the parts of a wikiq deployment; talk to its API with ``client``."""
+
+    def __init__(self, root: Path, **env: str) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.redis = RedisServer(root / "redis", appendonly=True)
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "WIKIQ_DATA_DIR": str(self.data),
+            "WIKIQ_REDIS_URL": self.redis.url,
+            "WIKIQ_PARTITIONS": "4",
+            "WIKIQ_LEASE_SECONDS": "1.5",
+            "WIKIQ_WEBHOOK_ALLOW_PRIVATE": "true",
+            "WIKIQ_LOG_LEVEL": os.environ.get("WIKIQ_TEST_LOG_LEVEL", "warning"),
+            **env,
+        }
+        self.api: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=70)
+
+    @property
+    def url(self) -> str:
+        """Base URL of the API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"{args[0]}-{len(self.workers)}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+        return subprocess.Popen(
+            [sys.executable, "-m", "api.cli", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def start(self, workers: int = 1) -> Service:
+        """Start Redis, the API (returning once it answers) and ``workers`` workers."""
+        self.redis.start()
+        self.api = self._spawn("api", "--port", str(self.port))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or self.api.poll() is not None:
+                raise RuntimeError(f"the API did not start; logs in {self.root}")
+            time.sleep(0.05)  # waiting for a starting process to listen
+        for _ in range(workers):
+            self.start_worker()
+        return self
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        """Start one more worker process."""
+        process = self._spawn("worker")
+        self.workers.append(process)
+        return process
+
+    def kill_worker(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a worker: no clean-up of any kind."""
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        self.workers.remove(process)
+
+    def stop(self) -> None:
+        """Stop everything (workers gracefully, then the API, then Redis)."""
+        for process in [*self.workers, *([self.api] if self.api else [])]:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers, *([self.api] if self.api else [])]:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.workers.clear()
+        self.client.close()
+        self.redis.stop()
+
+    # -- API helpers ------------------------------------------------------------------------------
+
+    def create_wiki(self, wiki: str) -> str:
+        """Create a wiki; its initial head."""
+        answer = self.client.post("/v1/wikis", json={"id": wiki})
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["head"])
+
+    def page(self, wiki: str, path: str) -> dict[str, Any]:
+        """A page at the head (asserting it exists)."""
+        answer = self.client.get(f"/v1/wikis/{wiki}/pages/{path}")
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def submit(self, wiki: str, batch: dict[str, Any], **headers: str) -> httpx.Response:
+        """POST a batch."""
+        return self.client.post(f"/v1/wikis/{wiki}/batches", json=batch, headers=headers)
+
+    def wait(self, job_id: str, timeout: float = 30) -> dict[str, Any]:
+        """Long-poll a job until it is finished (asserting it finishes within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"job {job_id} did not finish in {timeout}s"
+            answer = self.client.get(f"/v1/jobs/{job_id}", params={"wait": min(left, 60)})
+            assert answer.status_code == 200, answer.text
+            job = dict(answer.json())
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return job
+
+    def apply(self, wiki: str, batch: dict[str, Any]) -> dict[str, Any]:
+        """Submit a batch and wait for its job."""
+        answer = self.submit(wiki, batch)
+        assert answer.status_code == 202, answer.text
+        return self.wait(answer.json()["job_id"])
