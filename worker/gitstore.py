@@ -28,11 +28,12 @@ from pathlib import Path
 import git
 from git.objects.fun import tree_entries_from_data
 from gitdb.base import IStream
+from gitdb.db.loose import LooseObjectDB
 
 from worker.engine import NewFile, Plan
 from worker.errors import RefLocked, RefMoved, WikiExists, WikiNotFound
 
-WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")  # \Z: "$" would let a trailing "\n" in
 MAIN = "refs/heads/main"
 TREE_MODE = 0o40000
 FILE_MODE = 0o100644
@@ -196,6 +197,10 @@ class WikiRepo:
         self.repo = git.Repo(path, odbt=git.GitCmdObjectDB)
         self.trees = tree_cache or _TreeCache()
         self.objects = path / "objects"
+        # Writes go through gitdb's in-process loose-object writer: GitPython's own store spawns
+        # `git hash-object --stdin` per object, which is slow and, if we are killed mid-write, stores an
+        # empty object under a real-looking id.
+        self.loose = LooseObjectDB(str(self.objects))
 
     def close(self) -> None:
         """Stop the repository's ``git cat-file`` processes."""
@@ -320,7 +325,7 @@ class WikiRepo:
     def _store(self, kind: str, data: bytes) -> str:
         oid = object_id(kind, data)
         if not (self.objects / oid[:2] / oid[2:]).exists():
-            self.repo.odb.store(IStream(kind.encode(), len(data), io.BytesIO(data)))
+            self.loose.store(IStream(kind.encode(), len(data), io.BytesIO(data)))
         return oid
 
     def _write_tree(self, tree: str | None, changes: Mapping[str, NewFile | None]) -> str | None:
@@ -381,7 +386,7 @@ class WikiRepo:
             if tree is None:
                 tree = self._store("tree", b"")
             when = int(time.time()) if when is None else when
-            text = message.rstrip("\n") + "\n"
+            text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
             if job_id is not None:
                 text += f"\n{JOB_TRAILER}: {job_id}\n"
             body = b"tree %s\n" % tree.encode()
