@@ -1,0 +1,1 @@
+"""Benchmarks of wikiq: ``python -m bench`` runs its sections, prints a table, writes bench/latest.json."""

@@ -1,0 +1,363 @@
+"""The engine section: commits/s of 10-edit batches through preflight + WikiRepo.commit_plan, vs GitPython.
+
+Each wiki is built in one ``git fast-import`` as a bare repository in the store's layout, then batches of
+6 overwrites, 2 creates, 1 delete and 1 rename are committed one after the other the way the worker does it:
+a fresh head snapshot, ``preflight``, ``commit_plan`` (durable: one ``syncfs`` per commit). The baseline
+commits the same kind of batches through a GitPython working tree and index, without any fsync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import functools
+import io
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from bench.report import Context, Row
+from bench.wikis import Layout, build_bare, clone_worktree
+from bench.workload import Workload
+from worker import gitstore
+from worker.engine import preflight
+from worker.gitstore import GitStore, Identity, WikiRepo
+
+AUTHOR = Identity("bench", "bench@localhost")
+WARMUP = 5
+TARGET_COMMITS_PER_S = 150.0
+TARGET_SLOWDOWN = 1.5
+WORKTREE_TIMEOUT_S = 120.0
+PROFILE_TOP = 12
+SMALL, LARGE, WIDE = 100, 100_000, 10_000
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much to measure: layouts, engine commits per layout, baseline commits per layout name."""
+
+    layouts: tuple[Layout, ...]
+    engine_commits: int
+    baseline_commits: dict[str, int]
+    profile_commits: int
+    profile_layout: str
+
+
+_LAYOUTS = (Layout("nested", SMALL), Layout("nested", 10_000), Layout("nested", LARGE), Layout("flat", WIDE))
+FULL = Sizes(
+    layouts=_LAYOUTS,
+    engine_commits=200,
+    baseline_commits={"nested_100": 50, "nested_10000": 10, "nested_100000": 4},
+    profile_commits=100,
+    profile_layout="nested_100000",
+)
+QUICK = Sizes(
+    layouts=_LAYOUTS,
+    engine_commits=40,
+    baseline_commits={"nested_100": 10, "nested_10000": 3},
+    profile_commits=30,
+    profile_layout="nested_100000",
+)
+
+
+@dataclass
+class EngineRun:
+    """Each timed commit's wall seconds; CPU seconds, syncfs and object-read calls, loose objects written."""
+
+    wall: list[float]
+    cpu: float
+    syncfs: list[float]
+    reads: list[float]
+    objects: int
+
+    @property
+    def commits_per_s(self) -> float:
+        """Sequential throughput: commits over the wall time they took."""
+        return len(self.wall) / sum(self.wall)
+
+
+@dataclass
+class BaselineRun:
+    """The GitPython baseline on one layout: clone and per-commit seconds, or why it was skipped."""
+
+    cloned: float | None = None
+    wall: tuple[float, ...] = ()
+    skipped: str = ""
+
+    @property
+    def commits_per_s(self) -> float:
+        """Sequential throughput: commits over the wall time they took."""
+        return len(self.wall) / sum(self.wall)
+
+
+@contextlib.contextmanager
+def timed_calls(owner: object, name: str) -> Iterator[list[float]]:
+    """Record the seconds of each call of ``owner.name`` while active (the same call, only timed)."""
+    original = getattr(owner, name)
+    spent: list[float] = []
+
+    @functools.wraps(original)
+    def timed(*args: object, **kwargs: object) -> object:
+        """The original call, timed."""
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    setattr(owner, name, timed)
+    try:
+        yield spent
+    finally:
+        setattr(owner, name, original)
+
+
+def loose_objects(repo: Path) -> int:
+    """How many loose objects ``repo`` holds (``git count-objects``)."""
+    out = subprocess.run(["git", "--git-dir", str(repo), "count-objects"], check=True, capture_output=True)
+    return int(out.stdout.split()[0])
+
+
+def engine_commit(repo: WikiRepo, workload: Workload, job: int) -> tuple[float, float]:
+    """One batch as the worker runs it (fresh snapshot, preflight, commit_plan); its wall and CPU seconds."""
+    batch = workload.batch()
+    start, cpu = time.perf_counter(), time.process_time()
+    head = repo.snapshot()
+    plan = preflight(head, batch.edits)
+    repo.commit_plan(plan, head.commit, batch.message, AUTHOR, job_id=f"bench-{job}")
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if plan.applied != workload.expected(batch):
+        raise AssertionError(f"engine applied {plan.applied} for {batch.edits}")
+    workload.record(plan.applied)
+    return wall, cpu
+
+
+def run_engine(repo: WikiRepo, workload: Workload, commits: int) -> EngineRun:
+    """``commits`` sequential engine commits after a short untimed warm-up."""
+    for job in range(WARMUP):
+        engine_commit(repo, workload, job)
+    before = loose_objects(repo.path)
+    wall: list[float] = []
+    cpu = 0.0
+    with timed_calls(gitstore, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
+        for job in range(WARMUP, WARMUP + commits):
+            seconds, cpu_seconds = engine_commit(repo, workload, job)
+            wall.append(seconds)
+            cpu += cpu_seconds
+    return EngineRun(wall, cpu, syncfs, reads, loose_objects(repo.path) - before)
+
+
+def check_head(repo: WikiRepo, workload: Workload, commits: int) -> None:
+    """The head holds what the workload expects for a sample of pages, ``commits`` commits after the first."""
+    head = repo.snapshot()
+    for path in workload.live[:: max(1, len(workload.live) // 50)]:
+        if head.version(path) != workload.versions[path]:
+            raise AssertionError(f"{path}: head has {head.version(path)}, expected {workload.versions[path]}")
+    log = repo.log(commits + 2)
+    if len(log) != commits + 1 or log[-1].parents:
+        raise AssertionError(f"expected {commits} commits on top of the initial one, found {len(log) - 1}")
+
+
+def profile_engine(repo: WikiRepo, workload: Workload, commits: int) -> str:
+    """cProfile over ``commits`` engine commits: the top functions by cumulative time, as text."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for job in range(commits):
+        engine_commit(repo, workload, 1_000_000 + job)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(PROFILE_TOP)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+
+
+def write_batch(root: Path, workload: Workload) -> tuple[str, list[str], list[str]]:
+    """Apply the next batch to the files under ``root``; (message, paths to add, paths to remove)."""
+    batch = workload.batch()
+    added: list[str] = []
+    removed: list[str] = []
+    for edit in batch.edits:
+        if edit.op in ("overwrite", "create"):
+            (root / edit.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / edit.path).write_text(edit.content)
+            added.append(edit.path)
+        elif edit.op == "delete":
+            (root / edit.path).unlink()
+            removed.append(edit.path)
+        elif edit.op == "rename":
+            (root / edit.new_path).parent.mkdir(parents=True, exist_ok=True)
+            os.rename(root / edit.path, root / edit.new_path)
+            removed.append(edit.path)
+            added.append(edit.new_path)
+    workload.record(workload.expected(batch))
+    return batch.message, added, removed
+
+
+def baseline_commit(repo: git.Repo, workload: Workload) -> float:
+    """One batch committed naively: files in a working tree, GitPython ``index`` add/remove and commit."""
+    start = time.perf_counter()
+    message, added, removed = write_batch(Path(repo.working_tree_dir or "."), workload)
+    index = repo.index
+    index.remove(removed)
+    index.add(added)
+    index.commit(message)
+    return time.perf_counter() - start
+
+
+def run_baseline(bare: Path, dest: Path, workload: Workload, commits: int) -> BaselineRun:
+    """Clone a working tree of ``bare`` at ``dest`` and commit ``commits`` batches in it."""
+    start = time.perf_counter()
+    if not clone_worktree(bare, dest, WORKTREE_TIMEOUT_S):
+        return BaselineRun(skipped=f"building the working tree took over {WORKTREE_TIMEOUT_S:.0f} s")
+    cloned = time.perf_counter() - start
+    repo = git.Repo(dest)
+    try:
+        first = int(repo.git.rev_list("--count", "HEAD"))
+        wall = tuple(baseline_commit(repo, workload) for _ in range(commits))
+        if int(repo.git.rev_list("--count", "HEAD")) != first + commits:
+            raise AssertionError("the baseline lost commits")
+    finally:
+        repo.close()
+        shutil.rmtree(dest, ignore_errors=True)
+        os.sync()
+    return BaselineRun(cloned, wall)
+
+
+def _verdict(ok: bool) -> str:
+    """The note of a figure that has a target."""
+    return "meets target" if ok else "BELOW TARGET"
+
+
+def engine_rows(layout: Layout, built: float, run: EngineRun) -> list[Row]:
+    """The figures of one layout's engine run."""
+    key = f"engine.{layout.name}"
+    ms = sorted(x * 1000 for x in run.wall)
+    n = len(ms)
+    rate = run.commits_per_s
+    return [
+        Row(f"{key}.build_s", built, "s", f"git fast-import of {layout.pages:,} pages + 3 root files"),
+        Row(
+            f"{key}.commits_per_s",
+            rate,
+            "commits/s",
+            f"{n} commits; target ≥ {TARGET_COMMITS_PER_S:.0f}: {_verdict(rate >= TARGET_COMMITS_PER_S)}",
+        ),
+        Row(f"{key}.p50_ms", statistics.median(ms), "ms", "latency per commit"),
+        Row(f"{key}.p99_ms", ms[round(0.99 * (n - 1))], "ms", "latency per commit"),
+        Row(f"{key}.cpu_ms", run.cpu * 1000 / n, "ms/commit", "CPU of this process (git children excluded)"),
+        Row(f"{key}.syncfs_ms", sum(run.syncfs) * 1000 / n, "ms/commit", "inside syncfs (durability)"),
+        Row(f"{key}.objects_per_commit", run.objects / n, "objects", "loose objects written per commit"),
+        Row(
+            f"{key}.reads_per_commit",
+            len(run.reads) / n,
+            "reads",
+            "git cat-file reads (head commit, cold trees)",
+        ),
+        Row(f"{key}.reads_ms", sum(run.reads) * 1000 / n, "ms/commit", "inside those reads"),
+    ]
+
+
+def baseline_rows(layout: Layout, engine: EngineRun, baseline: BaselineRun) -> list[Row]:
+    """The figures of one layout's GitPython baseline, and the engine's speed-up over it."""
+    key = f"engine.{layout.name}"
+    if not baseline.wall:
+        return [Row(f"{key}.baseline_commits_per_s", None, "commits/s", f"skipped: {baseline.skipped}")]
+    return [
+        Row(f"{key}.baseline_clone_s", baseline.cloned, "s", "git clone + checkout of the working tree"),
+        Row(
+            f"{key}.baseline_commits_per_s",
+            baseline.commits_per_s,
+            "commits/s",
+            f"GitPython worktree + index, {len(baseline.wall)} commits, no fsync",
+        ),
+        Row(
+            f"{key}.engine_over_baseline",
+            engine.commits_per_s / baseline.commits_per_s,
+            "x",
+            "engine+store commits/s over baseline commits/s",
+        ),
+    ]
+
+
+def measure_engine(
+    ctx: Context, sizes: Sizes, layout: Layout, data: Path
+) -> tuple[float, EngineRun, Workload]:
+    """Build one wiki under ``data``, time the engine on it (and profile it when asked); (build s, run)."""
+    wiki = layout.name.replace("_", "-")
+    start = time.perf_counter()
+    versions = build_bare(data, wiki, layout)
+    built = time.perf_counter() - start
+    workload = Workload(layout, versions)
+    store = GitStore(data)
+    try:
+        repo = store.open(wiki)
+        run = run_engine(repo, workload, sizes.engine_commits)
+        check_head(repo, workload, WARMUP + sizes.engine_commits)
+        if layout.name == sizes.profile_layout:
+            text = profile_engine(repo, workload, sizes.profile_commits)
+            ctx.notes.append(f"cProfile of {sizes.profile_commits} engine commits on {layout.name}:\n{text}")
+    finally:
+        store.close()
+    os.sync()
+    return built, run, workload
+
+
+def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
+    """The engine, then the GitPython baseline (on a clone of the engine's result), on one layout."""
+    data = ctx.workdir / layout.name
+    built, engine, workload = measure_engine(ctx, sizes, layout, data)
+    commits = sizes.baseline_commits.get(layout.name, 0)
+    if commits:
+        bare = GitStore(data).path(layout.name.replace("_", "-"))
+        baseline = run_baseline(bare, data / "worktree", workload, commits)
+    else:
+        baseline = BaselineRun(skipped="--quick" if ctx.quick else "run at the nested sizes only")
+    shutil.rmtree(data, ignore_errors=True)
+    ctx.console.log(f"engine: {layout.name} done")
+    return engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
+
+
+def summary_rows(rows: list[Row]) -> list[Row]:
+    """Ratios across layouts: the 100k/100 scaling and the cost of one wide folder."""
+    rate = {r.name: r.value for r in rows if isinstance(r.value, float)}
+    small = rate.get(f"engine.nested_{SMALL}.commits_per_s")
+    large = rate.get(f"engine.nested_{LARGE}.commits_per_s")
+    flat = rate.get(f"engine.flat_{WIDE}.commits_per_s")
+    nested = rate.get(f"engine.nested_{WIDE}.commits_per_s")
+    out: list[Row] = []
+    if isinstance(small, float) and isinstance(large, float):
+        note = f"target ≥ {1 / TARGET_SLOWDOWN:.2f} (within {TARGET_SLOWDOWN}x)"
+        out.append(
+            Row(
+                f"engine.ratio_{LARGE}_over_{SMALL}",
+                large / small,
+                "x",
+                f"commits/s at {LARGE:,} over {SMALL}; {note}: {_verdict(large * TARGET_SLOWDOWN >= small)}",
+            )
+        )
+    if isinstance(flat, float) and isinstance(nested, float):
+        out.append(
+            Row(
+                f"engine.ratio_flat_over_nested_{WIDE}",
+                flat / nested,
+                "x",
+                f"commits/s with {WIDE:,} pages in one folder over 100 folders of 100",
+            )
+        )
+    return out
+
+
+def section(ctx: Context) -> list[Row]:
+    """The engine section: every layout, then the ratios between them."""
+    sizes = QUICK if ctx.quick else FULL
+    rows: list[Row] = []
+    for layout in sizes.layouts:
+        rows += measure_layout(ctx, sizes, layout)
+    return rows + summary_rows(rows)

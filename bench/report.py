@@ -1,0 +1,84 @@
+"""The shared shape of benchmark results: rows of figures, sections producing them, and their output."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from rich.console import Console
+from rich.table import Table
+
+Value = float | int | str | None
+
+
+class Row(NamedTuple):
+    """One printed figure: a unique dotted name, its value, its unit, and an optional remark."""
+
+    name: str
+    value: Value
+    unit: str
+    note: str = ""
+
+
+@dataclass
+class Context:
+    """What every section is given: the run's options, a console for extra text, and a scratch folder."""
+
+    quick: bool
+    console: Console
+    workdir: Path
+    notes: list[str] = field(default_factory=list)
+
+
+SectionFn = Callable[[Context], list[Row]]
+
+
+class Section(NamedTuple):
+    """A named group of figures; ``run`` measures and returns its rows."""
+
+    name: str
+    title: str
+    run: SectionFn
+
+
+def format_value(value: Value) -> str:
+    """A value as the table shows it: thousands separators, three significant decimals at most."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return f"{value:,}"
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def table(title: str, rows: Sequence[Row]) -> Table:
+    """A rich table of ``rows``."""
+    out = Table(title=title, title_justify="left", show_lines=False)
+    out.add_column("figure", style="cyan", no_wrap=True)
+    out.add_column("value", justify="right", style="bold", no_wrap=True)
+    out.add_column("unit", no_wrap=True)
+    out.add_column("note", style="dim")
+    for row in rows:
+        out.add_row(row.name, format_value(row.value), row.unit, row.note)
+    return out
+
+
+def write_json(path: Path, rows: Sequence[Row]) -> None:
+    """Write every row as a flat ``{name: value}`` mapping (the file is rewritten, not merged)."""
+    figures: dict[str, Value] = {}
+    for row in rows:
+        if row.name in figures:
+            raise ValueError(f"duplicate figure name {row.name!r}")
+        figures[row.name] = row.value
+    path.write_text(json.dumps(figures, indent=2, sort_keys=False) + "\n")
