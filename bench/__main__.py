@@ -14,11 +14,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine
+from bench import engine, queue
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
+    Section("queue", "Queue: HTTP submit → commit latency and sustained throughput", queue.section),
 ]
 WIDTH = 150
 LATEST = Path(__file__).resolve().parent / "latest.json"

@@ -1,0 +1,214 @@
+"""Queue benchmark: submit→committed latency through HTTP and long-poll, sustained batches/s with 1 and 2
+workers, next to the engine-only rate and arq's default-settings start latency measured in the same run.
+
+Everything is real: a Redis-compatible server, the API and worker processes (tests/e2e/service.py), HTTP
+on loopback. Latency is measured by the client: from just before the POST to the long-poll answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from arq import create_pool
+from arq.connections import RedisSettings
+from arq.worker import Worker, func
+
+from bench.engine import run_engine
+from bench.report import Context, Row
+from bench.wikis import Layout, build_bare
+from bench.workload import Workload
+from tests.e2e.service import Service
+from worker.engine import Applied
+from worker.gitstore import GitStore
+
+LAYOUT = Layout("nested", 100)
+WIKIS = 8
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def _applied(job: dict[str, Any]) -> list[Applied]:
+    return [
+        Applied(a["index"], a["op"], a["path"], a["version"], a.get("new_path"))
+        for a in job["result"]["applied"]
+    ]
+
+
+def _batch_json(workload: Workload) -> dict[str, Any]:
+    batch = workload.batch()
+    workload.record(workload.expected(batch))  # the client knows what its own batch will do
+    return batch.model_dump(mode="json", exclude_none=True)
+
+
+def measure_latency(service: Service, workload: Workload, wiki: str, count: int) -> list[float]:
+    """Sequential batches at light load: seconds from POST to the long-poll answer of a finished job."""
+    samples = []
+    with httpx.Client(base_url=service.url, timeout=70) as client:
+        for _ in range(count):
+            body = _batch_json(workload)
+            start = time.perf_counter()
+            job_id = client.post(f"/v1/wikis/{wiki}/batches", json=body).json()["job_id"]
+            job = client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()
+            samples.append(time.perf_counter() - start)
+            if job["status"] != "succeeded":
+                raise AssertionError(f"bench batch failed: {job}")
+    return samples
+
+
+async def _drive_wiki(client: httpx.AsyncClient, wiki: str, workload: Workload, count: int) -> str:
+    """Submit ``count`` batches to one wiki in order (acceptance order is apply order); the last job id."""
+    last = ""
+    for _ in range(count):
+        answer = await client.post(f"/v1/wikis/{wiki}/batches", json=_batch_json(workload))
+        last = answer.json()["job_id"]
+    return last
+
+
+async def _sustained(service: Service, workloads: dict[str, Workload], per_wiki: int) -> tuple[float, int]:
+    limits = httpx.Limits(max_connections=32)
+    async with httpx.AsyncClient(base_url=service.url, timeout=120, limits=limits) as client:
+        start = time.perf_counter()
+        lasts = await asyncio.gather(*(_drive_wiki(client, w, wl, per_wiki) for w, wl in workloads.items()))
+        for job_id in lasts:
+            while (await client.get(f"/v1/jobs/{job_id}", params={"wait": 60})).json()["status"] in (
+                "queued",
+                "running",
+            ):
+                pass
+        elapsed = time.perf_counter() - start
+        failed = 0
+        for wiki in workloads:
+            jobs = (await client.get(f"/v1/wikis/{wiki}/jobs", params={"limit": per_wiki})).json()["jobs"]
+            failed += sum(1 for job in jobs if job["status"] != "succeeded")
+    return len(workloads) * per_wiki / elapsed, failed
+
+
+async def _arq_default_latency(redis_url: str, samples: int) -> list[float]:
+    """Start delay of a trivial job under arq's defaults (poll_delay 0.5 s): enqueue → function start."""
+
+    async def stamp(ctx: dict[str, Any], enqueued: float) -> float:
+        return time.time() - enqueued
+
+    pool = await create_pool(RedisSettings.from_dsn(redis_url))
+    worker = Worker(
+        functions=[func(stamp, name="stamp")],
+        redis_pool=pool,
+        queue_name="bench:arq-default",
+        handle_signals=False,
+    )
+    task = asyncio.create_task(worker.async_run())
+    delays = []
+    try:
+        for _ in range(samples):
+            job = await pool.enqueue_job("stamp", time.time(), _queue_name="bench:arq-default")
+            assert job is not None
+            delays.append(float(await job.result(timeout=10, poll_delay=0.01)))
+    finally:
+        task.cancel()
+        await worker.close()
+    return delays
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    import os
+
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _idle_cpu(pid: int, seconds: float) -> float:
+    """Share of one core a process used over ``seconds`` of idleness."""
+    before, start = _cpu_seconds(pid), time.perf_counter()
+    time.sleep(seconds)  # measuring an idle process over a wall-clock window
+    return (_cpu_seconds(pid) - before) / (time.perf_counter() - start)
+
+
+def _engine_only(root: Path, commits: int) -> float:
+    versions = build_bare(root, "engine", LAYOUT)
+    store = GitStore(root)
+    run = run_engine(store.open("engine"), Workload(LAYOUT, versions, seed=99), commits)
+    store.close()
+    return run.commits_per_s
+
+
+def _ms(values: list[float], q: float) -> float:
+    return _percentile(values, q) * 1000
+
+
+def section(ctx: Context) -> list[Row]:
+    """Latency, sustained throughput (1 and 2 workers), engine-only rate, arq defaults, idle CPU."""
+    latency_n, per_wiki, engine_n, arq_n = (40, 15, 60, 10) if ctx.quick else (300, 60, 300, 40)
+    root = ctx.workdir / "queue"
+    engine_rate = _engine_only(ctx.workdir / "engine-only", engine_n)
+    service = Service(root, WIKIQ_PARTITIONS="16", WIKIQ_LEASE_SECONDS="5")
+    workloads = {
+        f"q{i}": Workload(LAYOUT, build_bare(service.data, f"q{i}", LAYOUT), seed=i) for i in range(WIKIS)
+    }
+    rows: list[Row] = []
+    service.start(workers=1)
+    try:
+        _wait_for_owners(service, 1)
+        idle = _idle_cpu(service.workers[0].pid, 5 if ctx.quick else 10)
+        latency = measure_latency(service, workloads["q0"], "q0", latency_n)
+        one_rate, one_failed = asyncio.run(_sustained(service, workloads, per_wiki))
+        service.start_worker()
+        _wait_for_owners(service, 2)
+        two_rate, two_failed = asyncio.run(_sustained(service, workloads, per_wiki))
+        arq = asyncio.run(_arq_default_latency(service.redis.url, arq_n))
+    finally:
+        service.stop()
+    rows += [
+        Row(
+            "queue.worker_idle_cpu_pct",
+            idle * 100,
+            "% core",
+            "one idle worker holding 16 partitions; target < 2",
+        ),
+        Row(
+            "queue.latency_p50_ms",
+            _ms(latency, 50),
+            "ms",
+            f"{latency_n} sequential 10-edit batches; target ≤ 20",
+        ),
+        Row("queue.latency_p95_ms", _ms(latency, 95), "ms", "submit → committed, via long-poll"),
+        Row("queue.latency_p99_ms", _ms(latency, 99), "ms", "target ≤ 60"),
+        Row("queue.latency_mean_ms", statistics.mean(latency) * 1000, "ms", ""),
+        Row("queue.arq_default_start_p50_ms", _ms(arq, 50), "ms", f"arq defaults (poll 0.5 s), {arq_n} jobs"),
+        Row("queue.engine_only_per_s", engine_rate, "batches/s", "engine + store alone, same run"),
+        Row("queue.sustained_1_worker_per_s", one_rate, "batches/s", f"{WIKIS} wikis x {per_wiki} batches"),
+        Row("queue.sustained_2_workers_per_s", two_rate, "batches/s", f"{WIKIS} wikis x {per_wiki} batches"),
+        Row("queue.sustained_over_engine_1", one_rate / engine_rate, "x", "target ≥ 0.6"),
+        Row("queue.sustained_over_engine_2", two_rate / engine_rate, "x", "2 workers on 2 cores"),
+        Row("queue.failed_jobs", one_failed + two_failed, "jobs", "must be 0"),
+    ]
+    return rows
+
+
+def _wait_for_owners(service: Service, workers: int) -> None:
+    """Return once ``workers`` distinct workers hold all 16 partition leases (or after 30 s)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        owners = service_lease_owners(service)
+        if all(owners) and len(set(owners)) == workers:
+            return
+        time.sleep(0.1)  # polling lease keys in Redis: nothing to wait on instead
+
+
+def service_lease_owners(service: Service) -> list[bytes | None]:
+    """Which worker holds each of the 16 partition leases."""
+    import redis
+
+    client = redis.Redis.from_url(service.redis.url)
+    try:
+        return [client.get(f"wikiq:lease:{p}") for p in range(16)]  # type: ignore[misc]
+    finally:
+        client.close()
