@@ -27,6 +27,7 @@ from worker.ops import Batch
 from worker.paths import ZonePolicy
 from worker.policy import policy_for
 from worker.settings import Settings
+from worker.webhooks import schedule_first
 
 log = logging.getLogger("wikiq.worker")
 MAX_SWAPS = 50
@@ -112,17 +113,26 @@ def _finish(result: dict[str, Any] | None, error: dict[str, Any] | None) -> Any:
 
 async def _record(
     jobs: JobStore, job_id: str, result: dict[str, Any] | None, error: dict[str, Any] | None
-) -> None:
+) -> JobRecord | None:
     """Record the outcome, riding out a Redis restart (bounded); the commit is already durable."""
     delay = 0.05
     for _ in range(200):
         try:
-            await jobs.update(job_id, _finish(result, error))
-            return
+            return await jobs.update(job_id, _finish(result, error))
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
     raise Retry(defer=1)
+
+
+async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> None:
+    """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then."""
+    if record is None or record.webhook is None:
+        return
+    try:
+        await schedule_first(ctx["redis"], record)
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise Retry(defer=1) from exc
 
 
 async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> dict[str, Any]:
@@ -136,11 +146,16 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
     deps: Deps = ctx["deps"]
     record = await deps.jobs.update(job_id, _start)
-    if record is None or record.status != "running":
-        return None if record is None else record.status
+    if record is None:
+        return None
+    if record.status != "running":
+        if record.status in ("succeeded", "failed"):
+            await _schedule_webhook(ctx, record)  # a crash may have come between record and enqueue
+        return record.status
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        await _record(deps.jobs, job_id, None, gave_up.to_dict())
+        finished = await _record(deps.jobs, job_id, None, gave_up.to_dict())
+        await _schedule_webhook(ctx, finished)
         return "failed"
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -156,5 +171,6 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     except Exception as exc:
         log.exception("job %s: unexpected error", job_id)
         error = await _retry_or_give_up(ctx, deps, job_id, exc)
-    await _record(deps.jobs, job_id, result, error)
+    finished = await _record(deps.jobs, job_id, result, error)
+    await _schedule_webhook(ctx, finished)
     return "failed" if error else "succeeded"

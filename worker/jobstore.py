@@ -73,6 +73,7 @@ class JobRecord(BaseModel):
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     webhook: dict[str, Any] | None = None
+    webhook_event: str | None = None
     batch: dict[str, Any]
     author: dict[str, str]
     principal: str | None = None
@@ -95,7 +96,13 @@ class JobRecord(BaseModel):
             "finished_at": self.finished_at,
             "result": self.result,
             "error": self.error,
-            "webhook": self.webhook,
+            "webhook": None
+            if self.webhook is None
+            else {
+                "url": self.webhook["url"],
+                "state": self.webhook["state"],
+                "attempts": self.webhook.get("attempts", []),
+            },
         }
 
 

@@ -36,6 +36,8 @@ from worker.gitstore import GitStore
 from worker.jobs import Deps, apply_batch
 from worker.jobstore import JobStore
 from worker.settings import Settings
+from worker.webhooks import QUEUE as WEBHOOK_QUEUE
+from worker.webhooks import deliver_webhook, signer_for, webhook_client
 
 log = logging.getLogger("wikiq.queue")
 
@@ -213,9 +215,47 @@ class WorkerProcess:
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
+    def _webhook_worker(self) -> Worker:
+        settings = self.settings
+        ctx = {
+            "deps": self.deps,
+            "redis": self.redis,
+            "http": webhook_client(settings.webhook_allow_private, settings.webhook_timeout),
+            "signer": signer_for(settings.webhook_secret),
+            "rng": random.Random(),
+        }
+        return Worker(
+            functions=[func(deliver_webhook, name="deliver_webhook", max_tries=5)],
+            queue_name=WEBHOOK_QUEUE,
+            redis_pool=self.redis,
+            handle_signals=False,
+            max_jobs=16,
+            job_timeout=settings.webhook_timeout + 10,
+            keep_result=0,
+            poll_delay=0.5,
+            health_check_interval=3600,
+            ctx=ctx,
+            job_serializer=_dumps,
+            job_deserializer=_loads,
+            log_results=False,
+        )
+
+    async def _webhook_loop(self, worker: Worker) -> None:
+        while True:
+            try:
+                await worker.main()
+            except RedisError as exc:
+                log.warning("webhooks: Redis unavailable (%s)", exc)
+                await asyncio.sleep(1)  # back off while Redis is away
+
     async def run(self) -> None:
         """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
-        tasks = [asyncio.create_task(self._lease_loop()), asyncio.create_task(self._bell_loop())]
+        webhooks = self._webhook_worker()
+        tasks = [
+            asyncio.create_task(self._lease_loop()),
+            asyncio.create_task(self._bell_loop()),
+            asyncio.create_task(self._webhook_loop(webhooks)),
+        ]
         try:
             await self.stopping.wait()
         finally:
@@ -227,6 +267,9 @@ class WorkerProcess:
             await asyncio.gather(*(self._release(p) for p in list(self.runners)), return_exceptions=True)
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
+            if webhooks.tasks:  # let deliveries in flight finish (bounded)
+                await asyncio.wait(list(webhooks.tasks.values()), timeout=self.settings.webhook_timeout)
+            await webhooks.ctx["http"].aclose()
             self.deps.store.close()
 
     def stop(self) -> None:

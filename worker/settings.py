@@ -5,6 +5,8 @@ A bad value stops start-up with one line naming the variable (``load_settings``)
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from pathlib import Path
 from typing import Annotated
@@ -56,6 +58,21 @@ class Settings(BaseSettings):
     def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if any(v < 0 for v in value):
             raise ValueError("delays must be zero or positive seconds")
+        return value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _check_secret(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        body = value.removeprefix("whsec_")
+        if body == value:
+            raise ValueError("must start with whsec_ (a Standard Webhooks secret)")
+        try:
+            if not base64.b64decode(body + "=" * (-len(body) % 4), validate=True):
+                raise ValueError
+        except (ValueError, binascii.Error):
+            raise ValueError("must be whsec_ followed by base64 bytes") from None
         return value
 
     @property

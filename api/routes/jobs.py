@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Query
 
 from api.auth import Principal, principal
 from api.state import AppState, state
-from worker.errors import JobNotFound, NotCancellable, WikiNotFound
+from worker.errors import BatchRejected, JobNotFound, NotCancellable, WikiNotFound
 from worker.jobstore import FINISHED, JobRecord, now_iso
 from worker.queue import cancel_queued
+from worker.webhooks import enqueue_attempt
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 App = Annotated[AppState, Depends(state)]
@@ -62,6 +63,30 @@ async def cancel_job(job_id: str, app: App, caller: Caller) -> dict[str, Any]:
     if after.status != "cancelled":
         raise NotCancellable(f"job {job_id} is {after.status}; only a queued job can be cancelled")
     await cancel_queued(app.redis, job_id, after.partition)
+    return after.public()
+
+
+def _redeliver(record: JobRecord) -> JobRecord | None:
+    if record.webhook is None or record.status not in ("succeeded", "failed"):
+        return None
+    record.webhook["round"] = int(record.webhook.get("round", 0)) + 1
+    record.webhook["state"] = "pending"
+    return record
+
+
+@router.post("/jobs/{job_id}/webhook/redeliver", status_code=202)
+async def redeliver_webhook(job_id: str, app: App, caller: Caller) -> dict[str, Any]:
+    """Send a finished job's webhook again (a new round of attempts, same ``webhook-id``): ``202``."""
+    record = await _visible(app, caller, job_id)
+    if not caller.may(record.wiki, "write"):
+        raise JobNotFound(f"no job {job_id!r} you may redeliver")
+    if record.webhook is None:
+        raise BatchRejected("INVALID_BATCH", "this job has no webhook.url; nothing to redeliver")
+    if record.status not in ("succeeded", "failed"):
+        raise BatchRejected("INVALID_BATCH", f"job is {record.status}; its webhook is sent when it finishes")
+    after = await app.jobs.update(job_id, _redeliver)
+    assert after is not None and after.webhook is not None
+    await enqueue_attempt(app.redis, job_id, int(after.webhook["round"]), 0, 0.0)
     return after.public()
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from api.auth import Principal, principal
 from api.state import AppState, state
 from worker.engine import check_static
-from worker.errors import AccessDenied, BatchRejected, IdempotencyConflict, WikiNotFound
+from worker.errors import AccessDenied, BatchRejected, IdempotencyConflict, WebhookRefused, WikiNotFound
 from worker.gitstore import WIKI_ID, WikiRepo
 from worker.jobstore import JobRecord, new_job_id, now_iso, partition_of
 from worker.ops import Batch
@@ -209,6 +209,10 @@ async def submit_batch(
     settings = app.settings
     check_static(batch, policy_for(repo.path), settings.limits)
     if batch.webhook is not None:
+        if settings.webhook_secret is None:
+            raise WebhookRefused(
+                "this server has no WIKIQ_WEBHOOK_SECRET, so it sends no webhooks; poll the job"
+            )
         await check_webhook_url(batch.webhook.url, allow_private=settings.webhook_allow_private)
     job_id = new_job_id()
     scope = f"{caller.name}\x00{wiki}"
@@ -235,7 +239,7 @@ async def submit_batch(
         partition=partition_of(wiki, settings.partitions),
         webhook=None
         if batch.webhook is None
-        else {"url": batch.webhook.url, "state": "none", "attempts": []},
+        else {"url": batch.webhook.url, "state": "pending", "attempts": [], "round": 0},
     )
     await app.jobs.create(record)
     try:

@@ -6,6 +6,7 @@ port and any number of worker processes, all on loopback, all stopped at the end
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from typing import Any
 import httpx
 
 from worker.redis_server import RedisServer, free_port
+
+TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
 
 
 class Service:
@@ -35,6 +38,7 @@ class Service:
             "WIKIQ_PARTITIONS": "4",
             "WIKIQ_LEASE_SECONDS": "1.5",
             "WIKIQ_WEBHOOK_ALLOW_PRIVATE": "true",
+            "WIKIQ_WEBHOOK_SECRET": TEST_SECRET,
             "WIKIQ_LOG_LEVEL": os.environ.get("WIKIQ_TEST_LOG_LEVEL", "warning"),
             **env,
         }

@@ -1,0 +1,92 @@
+"""A real HTTP webhook receiver on loopback whose answers a test scripts per path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Delivery:
+    """One request the receiver got."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Answer = tuple[int, dict[str, str]]
+
+
+@dataclass
+class Receiver:
+    """Records every POST; ``script[path]`` gives the answers in order (the last one repeats)."""
+
+    port: int = 0
+    script: dict[str, list[Answer]] = field(default_factory=dict)
+    delay: dict[str, float] = field(default_factory=dict)
+    deliveries: list[Delivery] = field(default_factory=list)
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+
+    def url(self, path: str) -> str:
+        """The full URL of ``path`` on this receiver."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def answer(self, path: str) -> Answer:
+        """The next scripted answer for ``path`` (200 when unscripted)."""
+        answers = self.script.get(path) or [(200, {})]
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    def at(self, path: str) -> list[Delivery]:
+        """Deliveries received on ``path``."""
+        with self.arrived:
+            return [d for d in self.deliveries if d.path == path]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30) -> None:
+        """Block until ``predicate()`` holds after some delivery (asserting it does within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self.arrived:
+            while not predicate():
+                left = deadline - time.monotonic()
+                assert left > 0, "the expected webhook deliveries did not arrive"
+                self.arrived.wait(left)
+
+
+@contextmanager
+def running_receiver() -> Iterator[Receiver]:
+    """A receiver serving on a free loopback port for the duration of the block."""
+    receiver = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            pause = receiver.delay.get(self.path, 0.0)
+            if pause:
+                time.sleep(pause)  # a slow receiver is the behaviour under test
+            status, headers = receiver.answer(self.path)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            with receiver.arrived:
+                receiver.deliveries.append(Delivery(self.path, dict(self.headers.items()), body))
+                receiver.arrived.notify_all()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    receiver.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,271 @@
+"""Webhooks end to end: signed, retried on the schedule, recorded, redeliverable, and refused when unsafe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from tests.e2e.receiver import Receiver, running_receiver
+from tests.e2e.service import TEST_SECRET, Service
+
+FAST = "0,0.3,0.3,0.3,0.3"
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A deployment with a compressed retry schedule and a 1 s delivery timeout."""
+    service = Service(
+        tmp_path_factory.mktemp("hooks"), WIKIQ_WEBHOOK_RETRY_SCHEDULE=FAST, WIKIQ_WEBHOOK_TIMEOUT="1"
+    ).start(workers=1)
+    service.create_wiki("hooks")
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A loopback HTTP receiver."""
+    with running_receiver() as r:
+        yield r
+
+
+_counter = iter(range(10**6))
+
+
+def _submit(service: Service, url: str, wiki: str = "hooks") -> str:
+    n = next(_counter)
+    batch = {
+        "message": f"hook {n}",
+        "edits": [{"op": "create", "path": f"wiki/hook-{time.monotonic_ns()}-{n}.md", "content": "x\n"}],
+        "webhook": {"url": url},
+    }
+    answer = service.submit(wiki, batch)
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["job_id"])
+
+
+def _job_when(service: Service, job_id: str, done: Any, timeout: float = 30) -> dict[str, Any]:
+    """The job once ``done(job)`` holds (the job is polled: webhook state has no long-poll)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = service.wait(job_id)
+        if done(job):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)  # polling the job's webhook state, which nothing announces
+
+
+def _verify(delivery_headers: dict[str, str], body: bytes, secret: str = TEST_SECRET) -> dict[str, Any]:
+    headers = {k.lower(): v for k, v in delivery_headers.items()}
+    return dict(Webhook(secret).verify(body, headers))
+
+
+def test_delivery_is_signed_and_verifies(hooks: Service, receiver: Receiver) -> None:
+    """The receiver verifies the signature; a tampered body or another secret fails verification."""
+    job_id = _submit(hooks, receiver.url("/ok"))
+    receiver.wait_for(lambda: len(receiver.at("/ok")) == 1)
+    delivery = receiver.at("/ok")[0]
+    event = _verify(delivery.headers, delivery.body)
+    assert event["type"] == "batch.succeeded"
+    assert event["data"]["job_id"] == job_id
+    assert event["data"]["result"]["commit"]
+    with pytest.raises(WebhookVerificationError):
+        _verify(delivery.headers, delivery.body.replace(b"succeeded", b"failed"))
+    with pytest.raises(WebhookVerificationError):
+        _verify(delivery.headers, delivery.body, "whsec_" + "QUJD" * 8)
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] == "delivered")
+    assert len(job["webhook"]["attempts"]) == 1
+    assert job["webhook"]["attempts"][0]["status"] == 200
+
+
+def test_failed_job_is_announced_as_batch_failed(hooks: Service, receiver: Receiver) -> None:
+    """A batch that fails in the worker is POSTed as batch.failed with the job's error."""
+    batch = {
+        "message": "fails",
+        "edits": [{"op": "delete", "path": "wiki/missing.md", "expected_version": "0" * 40}],
+        "webhook": {"url": receiver.url("/failed")},
+    }
+    job_id = hooks.submit("hooks", batch).json()["job_id"]
+    receiver.wait_for(lambda: len(receiver.at("/failed")) == 1)
+    event = _verify(receiver.at("/failed")[0].headers, receiver.at("/failed")[0].body)
+    assert event["type"] == "batch.failed"
+    assert event["data"]["job_id"] == job_id
+    assert event["data"]["error"]["code"] == "NOT_FOUND"
+
+
+def test_three_500s_then_200_is_four_attempts_with_one_id(hooks: Service, receiver: Receiver) -> None:
+    """500, 500, 500, 200: four POSTs with one webhook-id and body; the job shows 4 attempts, delivered."""
+    receiver.script["/flaky"] = [(500, {}), (500, {}), (500, {}), (200, {})]
+    job_id = _submit(hooks, receiver.url("/flaky"))
+    receiver.wait_for(lambda: len(receiver.at("/flaky")) == 4)
+    got = receiver.at("/flaky")
+    assert len({d.headers["webhook-id"] for d in got}) == 1
+    assert len({d.body for d in got}) == 1
+    for delivery in got:
+        _verify(delivery.headers, delivery.body)
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] == "delivered")
+    assert [a["status"] for a in job["webhook"]["attempts"]] == [500, 500, 500, 200]
+
+
+def test_410_stops_after_one_attempt(hooks: Service, receiver: Receiver) -> None:
+    """A 410 answer ends delivery at once: one attempt, state failed."""
+    receiver.script["/gone"] = [(410, {})]
+    job_id = _submit(hooks, receiver.url("/gone"))
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] != "pending")
+    assert job["webhook"]["state"] == "failed"
+    assert [a["status"] for a in job["webhook"]["attempts"]] == [410]
+    assert len(receiver.at("/gone")) == 1
+
+
+def test_schedule_exhausted_is_failed_with_every_attempt(hooks: Service, receiver: Receiver) -> None:
+    """A receiver that always answers 503 gets one attempt per schedule entry, then the state is failed."""
+    receiver.script["/down"] = [(503, {})]
+    job_id = _submit(hooks, receiver.url("/down"))
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] != "pending")
+    assert job["webhook"]["state"] == "failed"
+    assert [a["status"] for a in job["webhook"]["attempts"]] == [503] * len(FAST.split(","))
+
+
+def test_slow_receiver_times_out_and_is_retried(hooks: Service, receiver: Receiver) -> None:
+    """A receiver slower than the timeout is recorded as a timeout and retried until it answers in time."""
+    receiver.delay["/slow"] = 2.5
+    job_id = _submit(hooks, receiver.url("/slow"))
+    job = _job_when(hooks, job_id, lambda j: len(j["webhook"]["attempts"]) >= 2)
+    assert [a["error"] for a in job["webhook"]["attempts"][:2]] == ["timeout", "timeout"]
+    receiver.delay["/slow"] = 0
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] != "pending")
+    assert job["webhook"]["state"] == "delivered"
+
+
+def test_redirect_is_not_followed(hooks: Service, receiver: Receiver) -> None:
+    """A 302 counts as a failure and its Location is never requested."""
+    receiver.script["/moved"] = [(302, {"location": receiver.url("/elsewhere")})]
+    job_id = _submit(hooks, receiver.url("/moved"))
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] != "pending")
+    assert job["webhook"]["state"] == "failed"
+    assert {a["status"] for a in job["webhook"]["attempts"]} == {302}
+    assert receiver.at("/elsewhere") == []
+
+
+def test_retry_after_is_honoured(hooks: Service, receiver: Receiver) -> None:
+    """A 429 with Retry-After: 2 delays the next attempt by at least two seconds."""
+    receiver.script["/busy"] = [(429, {"retry-after": "2"}), (200, {})]
+    job_id = _submit(hooks, receiver.url("/busy"))
+    receiver.wait_for(lambda: len(receiver.at("/busy")) == 2)
+    job = _job_when(hooks, job_id, lambda j: j["webhook"]["state"] == "delivered")
+    first, second = (a["at"] for a in job["webhook"]["attempts"])
+    from datetime import datetime
+
+    gap = datetime.fromisoformat(second.replace("Z", "+00:00")) - datetime.fromisoformat(
+        first.replace("Z", "+00:00")
+    )
+    assert gap.total_seconds() >= 1.9
+
+
+def test_redeliver_sends_again_with_the_same_id(hooks: Service, receiver: Receiver) -> None:
+    """POST .../webhook/redeliver sends the event again under the same webhook-id and records it."""
+    job_id = _submit(hooks, receiver.url("/again"))
+    _job_when(hooks, job_id, lambda j: j["webhook"]["state"] == "delivered")
+    answer = hooks.client.post(f"/v1/jobs/{job_id}/webhook/redeliver")
+    assert answer.status_code == 202, answer.text
+    receiver.wait_for(lambda: len(receiver.at("/again")) == 2)
+    first, second = receiver.at("/again")
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+    job = _job_when(hooks, job_id, lambda j: len(j["webhook"]["attempts"]) == 2)
+    assert job["webhook"]["state"] == "delivered"
+
+
+def test_redeliver_refuses_a_job_without_webhook(hooks: Service) -> None:
+    """Redelivering a job that named no webhook is a clear 422."""
+    job = hooks.apply(
+        "hooks", {"message": "no hook", "edits": [{"op": "create", "path": "wiki/nh.md", "content": ""}]}
+    )
+    answer = hooks.client.post(f"/v1/jobs/{job['job_id']}/webhook/redeliver")
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "INVALID_BATCH"
+
+
+def test_two_hundred_jobs_each_delivered_exactly_once(hooks: Service, receiver: Receiver) -> None:
+    """200 jobs with webhooks to a receiver answering 200 at once: each webhook-id arrives exactly once."""
+    jobs = [_submit(hooks, receiver.url("/bulk")) for _ in range(200)]
+    receiver.wait_for(lambda: len(receiver.at("/bulk")) >= 200, timeout=120)
+    for job_id in jobs:
+        _job_when(hooks, job_id, lambda j: j["webhook"]["state"] == "delivered")
+    ids = [d.headers["webhook-id"] for d in receiver.at("/bulk")]
+    assert sorted(ids) == sorted(f"msg_{j}" for j in jobs)
+
+
+def test_pending_retry_survives_a_worker_kill(tmp_path: Path, receiver: Receiver) -> None:
+    """A delivery waiting for its retry when the worker is SIGKILLed is still delivered after a restart."""
+    service = Service(tmp_path, WIKIQ_WEBHOOK_RETRY_SCHEDULE="0,3").start(workers=1)
+    try:
+        service.create_wiki("kill")
+        receiver.script["/later"] = [(500, {}), (200, {})]
+        job_id = _submit(service, receiver.url("/later"), wiki="kill")
+        _job_when(service, job_id, lambda j: len(j["webhook"]["attempts"]) == 1)
+        service.kill_worker(service.workers[0])
+        service.start_worker()
+        job = _job_when(service, job_id, lambda j: j["webhook"]["state"] != "pending")
+        assert job["webhook"]["state"] == "delivered"
+        assert [a["status"] for a in job["webhook"]["attempts"]] == [500, 200]
+    finally:
+        service.stop()
+
+
+UNSAFE = [
+    "http://127.0.0.1/",
+    "http://10.0.0.1/",
+    "http://169.254.169.254/latest/meta-data",
+    "http://[::1]/",
+    "http://localhost/",
+    "http://100.64.0.1/",
+    "http://0.0.0.0/",
+    "ftp://x/",
+    "http://user:pw@example.org/",
+    "not a url",
+]
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A deployment without WIKIQ_WEBHOOK_ALLOW_PRIVATE."""
+    service = Service(tmp_path_factory.mktemp("guarded"), WIKIQ_WEBHOOK_ALLOW_PRIVATE="false").start(
+        workers=1
+    )
+    service.create_wiki("guard")
+    yield service
+    service.stop()
+
+
+@pytest.mark.parametrize("url", UNSAFE)
+def test_unsafe_urls_are_refused_and_nothing_is_queued(guarded: Service, url: str) -> None:
+    """Loopback, private, link-local, CGNAT, non-http and credentialed URLs: 422 WEBHOOK_REFUSED, no job."""
+    batch = {
+        "message": "m",
+        "edits": [{"op": "create", "path": "wiki/u.md", "content": ""}],
+        "webhook": {"url": url},
+    }
+    answer = guarded.submit("guard", batch)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "WEBHOOK_REFUSED"
+    assert guarded.client.get("/v1/wikis/guard/jobs").json()["jobs"] == []
+
+
+def test_malformed_secret_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    """A WIKIQ_WEBHOOK_SECRET that is not whsec_+base64 stops the worker with one line naming it."""
+    env = {"WIKIQ_WEBHOOK_SECRET": "not-a-secret", "WIKIQ_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "worker"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "WIKIQ_WEBHOOK_SECRET" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr and json.dumps(done.stdout)

@@ -1,0 +1,230 @@
+"""Webhook delivery: Standard Webhooks signatures, one attempt per arq job, retries scheduled as jobs.
+
+When a job with ``webhook.url`` finishes, ``schedule_first`` queues attempt 0 on the ``wikiq:webhooks`` queue
+(consumed by every worker process, never by the partition consumers, so a slow receiver cannot delay the
+next batch). ``deliver_webhook`` makes one POST and records it on the job: a 2xx within the timeout is
+delivery; ``410`` stops; a redirect (never followed), another status, a timeout or a connection error
+schedules the next attempt after the configured delay (with jitter, at least ``Retry-After``). The event
+body is frozen at the first attempt, so every retry sends the same bytes under the same ``webhook-id``.
+
+At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS
+rebinding after the submission check gains nothing (unless private addresses are allowed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpcore
+import httpx
+from standardwebhooks import Webhook
+
+from worker.errors import WebhookRefused
+from worker.jobstore import JobRecord, JobStore, now_iso
+from worker.webhook_guard import address_refused
+
+QUEUE = "wikiq:webhooks"
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves the host itself and connects only to public addresses (the connect-time SSRF check)."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=0, proto=6)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+        addresses = [str(info[4][0]) for info in infos]
+        if not addresses or any(address_refused(a) for a in addresses):
+            raise httpcore.ConnectError(f"{host} resolves to a refused address")
+        return await self.inner.connect_tcp(addresses[0], port, timeout, local_address, socket_options)
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not webhook targets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def webhook_client(allow_private: bool, timeout: float) -> httpx.AsyncClient:
+    """The one httpx client that sends webhooks: no redirects, no proxies from the environment."""
+    transport = httpx.AsyncHTTPTransport(retries=0)
+    if not allow_private:
+        transport._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl.create_default_context(), network_backend=GuardedBackend()
+        )
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"user-agent": "wikiq-webhooks/0.1"},
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One attempt: what to record, and whether to stop or retry (after at least ``retry_after`` s)."""
+
+    attempt: dict[str, Any]
+    delivered: bool
+    stop: bool
+    retry_after: float | None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+async def send(client: httpx.AsyncClient, url: str, event_id: str, body: str, signer: Webhook) -> Outcome:
+    """POST ``body`` signed for ``event_id`` once; never raises for the receiver's or network's failures."""
+    sent_at = datetime.now(UTC)
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": event_id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": signer.sign(event_id, sent_at, body),
+    }
+    start = time.perf_counter()
+    status: int | None = None
+    error: str | None = None
+    retry_after = None
+    try:
+        response = await client.post(url, content=body.encode(), headers=headers)
+        status = response.status_code
+        retry_after = _retry_after(response.headers.get("retry-after"))
+        if response.is_redirect:
+            error = "redirect not followed"
+    except httpx.TimeoutException:
+        error = "timeout"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    attempt = {
+        "at": sent_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "status": status,
+        "error": error,
+        "ms": round((time.perf_counter() - start) * 1000),
+    }
+    delivered = status is not None and 200 <= status < 300
+    return Outcome(attempt, delivered, stop=delivered or status == 410, retry_after=retry_after)
+
+
+def event_body(record: JobRecord) -> str:
+    """The event POSTed for a finished job: type, timestamp and the job object."""
+    kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
+    data = record.public()
+    return json.dumps({"type": kind, "timestamp": record.finished_at or now_iso(), "data": data})
+
+
+def next_delay(
+    schedule: tuple[float, ...], attempt: int, retry_after: float | None, rng: random.Random
+) -> float | None:
+    """Seconds before attempt ``attempt`` (0-based), or None when the schedule is exhausted."""
+    if attempt >= len(schedule):
+        return None
+    delay = schedule[attempt] * rng.uniform(0.8, 1.2)
+    return max(delay, retry_after or 0.0)
+
+
+async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, delay: float) -> None:
+    """Queue one delivery attempt; the arq job id makes a second enqueue of the same attempt a no-op."""
+    await redis.enqueue_job(
+        "deliver_webhook",
+        job_id,
+        round_,
+        attempt,
+        _job_id=f"wh:{job_id}:{round_}:{attempt}",
+        _queue_name=QUEUE,
+        _defer_by=delay,
+    )
+
+
+async def schedule_first(redis: Any, record: JobRecord) -> None:
+    """Queue the first attempt of a finished job's webhook (idempotent)."""
+    if record.webhook is not None:
+        await enqueue_attempt(redis, record.job_id, int(record.webhook.get("round", 0)), 0, 0.0)
+
+
+async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
+    """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed."""
+    jobs: JobStore = ctx["deps"].jobs
+    settings = ctx["deps"].settings
+    record = await jobs.get(job_id)
+    if record is None or record.webhook is None or int(record.webhook.get("round", 0)) != round_:
+        return None
+    if record.webhook.get("state") != "pending":
+        return str(record.webhook.get("state"))
+    if record.webhook_event is None:
+        body = event_body(record)
+
+        def freeze(r: JobRecord) -> JobRecord | None:
+            if r.webhook_event is not None:
+                return None
+            r.webhook_event = body
+            return r
+
+        record = await jobs.update(job_id, freeze) or record
+    assert record.webhook is not None and record.webhook_event is not None
+    outcome = await send(
+        ctx["http"], record.webhook["url"], f"msg_{job_id}", record.webhook_event, ctx["signer"]
+    )
+    delay = (
+        None
+        if outcome.stop
+        else next_delay(settings.webhook_retry_schedule, attempt + 1, outcome.retry_after, ctx["rng"])
+    )
+
+    def note(r: JobRecord) -> JobRecord | None:
+        if r.webhook is None or int(r.webhook.get("round", 0)) != round_:
+            return None
+        r.webhook.setdefault("attempts", []).append(outcome.attempt)
+        r.webhook["state"] = (
+            "delivered" if outcome.delivered else ("pending" if delay is not None else "failed")
+        )
+        return r
+
+    after = await jobs.update(job_id, note)
+    if delay is not None:
+        await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)
+    return None if after is None or after.webhook is None else str(after.webhook["state"])
+
+
+def signer_for(secret: str | None) -> Webhook | None:
+    """The Standard Webhooks signer of ``secret``; ``WebhookRefused`` when the secret is malformed."""
+    if secret is None:
+        return None
+    if not secret.startswith("whsec_"):
+        raise WebhookRefused("WIKIQ_WEBHOOK_SECRET must start with whsec_")
+    try:
+        signer = Webhook(secret)
+    except Exception:
+        raise WebhookRefused("WIKIQ_WEBHOOK_SECRET is not whsec_ followed by base64") from None
+    return signer
