@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from api import errors
+from api import errors, mcp
 from api.routes import jobs, wikis
 from api.state import AppState
 from api.waiters import Waiters
@@ -74,4 +74,5 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.include_router(wikis.router)
     app.include_router(jobs.router)
+    mcp.mount(app, settings)
     return app

@@ -1,4 +1,5 @@
-"""The ``wikiq`` command: ``dev`` (everything in the foreground), ``api``, ``worker``."""
+"""The ``wikiq`` command: ``dev`` (everything in the foreground), ``api``, ``worker``, and the client
+commands of ``api.cli_client`` (wikis, pages, read, submit, job, jobs, log, mcp, ...)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from api.cli_client import register
 from worker.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(help="wikiq: atomic batches of edits to git-backed wikis.", no_args_is_help=True)
@@ -130,6 +132,9 @@ def _pause(seconds: float) -> None:
     import time
 
     time.sleep(seconds)  # supervising children: wake to check them or a stop signal
+
+
+register(app)
 
 
 def main() -> None:
