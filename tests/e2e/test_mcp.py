@@ -1,0 +1,214 @@
+"""The MCP server through the SDK's own client, over Streamable HTTP (``/mcp`` on the API) and over stdio
+(``wikiq mcp`` as a subprocess), against real processes: Redis, the API and a worker."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from tests.e2e.service import Service
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {"list_wikis", "list_pages", "read_page", "search_wiki", "write_batch", "get_job", "cancel_job"}
+_serial = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """Redis, the API and one worker shared by every test of this module (single-user mode)."""
+    service = Service(tmp_path_factory.mktemp("mcp")).start(workers=1)
+    yield service
+    service.stop()
+
+
+@asynccontextmanager
+async def connect(svc: Service, transport: str, token: str | None = None) -> AsyncIterator[Client]:
+    """An MCP client session with the service: Streamable HTTP at /mcp, or ``wikiq mcp`` over stdio."""
+    if transport == "http":
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=90) as http,
+            Client(streamable_http_client(f"{svc.url}/mcp", http_client=http)) as client,
+        ):
+            yield client
+        return
+    env = {"WIKIQ_URL": svc.url, **({"WIKIQ_TOKEN": token} if token else {})}
+    server = StdioServerParameters(command=sys.executable, args=["-m", "api.cli", "mcp"], env=env, cwd=ROOT)
+    async with Client(server) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> CallToolResult:
+    """Call a tool and return its result."""
+    return await client.call_tool(tool, arguments)
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    """A successful result's structured content."""
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def error(result: CallToolResult) -> dict[str, Any]:
+    """A refusal's error object (and the hint beside it)."""
+    assert result.is_error, result.structured_content
+    assert isinstance(result.structured_content, dict)
+    return {**result.structured_content["error"], "hint": result.structured_content["hint"]}
+
+
+def seed(svc: Service) -> str:
+    """A wiki with a page and another page linking to it twice."""
+    wiki = f"mcp-{next(_serial)}"
+    svc.create_wiki(wiki)
+    edits = [
+        {"op": "create", "path": "wiki/old.md", "content": "# Old\n"},
+        {"op": "create", "path": "wiki/links.md", "content": "See [[old]].\r\nAnd [[old]] again.\n"},
+    ]
+    assert svc.apply(wiki, {"message": "seed", "edits": edits})["status"] == "succeeded"
+    return wiki
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_tools_listed_with_honest_annotations(svc: Service, transport: str) -> None:
+    """The seven tools are listed with descriptions, output schemas and annotations true to what they do."""
+    async with connect(svc, transport) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        assert tool.description and len(tool.description) > 200, name
+        assert tool.output_schema is not None, name
+        hints = tool.annotations
+        assert hints is not None and hints.open_world_hint is False, name
+        assert hints.read_only_hint is (name not in {"write_batch", "cancel_job"}), name
+    write = tools["write_batch"]
+    assert write.annotations is not None
+    assert (write.annotations.destructive_hint, write.annotations.idempotent_hint) == (True, False)
+    edits = write.input_schema["properties"]["edits"]
+    assert {"Create", "Overwrite", "Replace", "Delete", "Rename"} <= set(write.input_schema["$defs"]), edits
+    assert write.input_schema["required"] == ["wiki", "message", "edits"]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_read_rename_with_links_and_stale_version(svc: Service, transport: str) -> None:
+    """Read a page, rename it and fix its links in one commit; a stale expected_version names its edit."""
+    wiki = seed(svc)
+    head_before = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"]
+    async with connect(svc, transport) as client:
+        assert wiki in [w["id"] for w in data(await call(client, "list_wikis"))["wikis"]]
+        raw = await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True)
+        links = data(raw)
+        assert raw.content[0].text == "See [[old]].\r\nAnd [[old]] again.\n" == links["content"]  # type: ignore[union-attr]
+        shown = await call(client, "read_page", wiki=wiki, path="wiki/links.md")
+        assert "1| See [[old]]." in shown.content[0].text  # type: ignore[union-attr]
+        listing = data(await call(client, "list_pages", wiki=wiki, prefix="wiki/"))
+        versions = {p["path"]: p["version"] for p in listing["pages"]}
+        hits = data(await call(client, "search_wiki", wiki=wiki, query="[[OLD"))["matches"]
+        assert {(m["path"], m["line"]) for m in hits} == {("wiki/links.md", 1), ("wiki/links.md", 2)}
+
+        rename = {"op": "rename", "path": "wiki/old.md", "new_path": "wiki/new.md"}
+        fix = {
+            "op": "replace",
+            "path": "wiki/links.md",
+            "old": "[[old]]",
+            "new": "[[new]]",
+            "replace_all": True,
+        }
+        edits = [
+            rename | {"expected_version": versions["wiki/old.md"]},
+            fix | {"expected_version": links["version"]},
+        ]
+        outcome = data(await call(client, "write_batch", wiki=wiki, message="Rename old to new", edits=edits))
+        assert outcome["status"] == "succeeded" and len(outcome["commit"]) == 40
+        assert [(a["index"], a["op"]) for a in outcome["applied"]] == [(0, "rename"), (1, "replace")]
+        assert outcome["applied"][0]["new_path"] == "wiki/new.md"
+
+        fresh = {"op": "create", "path": "wiki/fresh.md", "content": "new\n"}
+        stale = [fresh, fix | {"old": "[[new]]", "new": "[[newer]]", "expected_version": links["version"]}]
+        refused = error(await call(client, "write_batch", wiki=wiki, message="Stale", edits=stale))
+        assert (refused["code"], refused["index"]) == ("VERSION_MISMATCH", 1)
+        assert "read_page" in refused["hint"]
+
+    commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
+    assert [c["commit"] for c in commits[:2]] == [outcome["commit"], head_before]
+    assert commits[0]["message"].startswith("Rename old to new")
+    assert svc.page(wiki, "wiki/links.md")["content"] == "See [[new]].\r\nAnd [[new]] again.\n"
+    assert svc.page(wiki, "wiki/new.md")["content"] == "# Old\n"
+    assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/old.md").status_code == 404
+    assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/fresh.md").status_code == 404
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> None:
+    """wait=false gives a job id for get_job; a late cancel, unknown pages and bad edits are refused."""
+    wiki = seed(svc)
+    async with connect(svc, transport) as client:
+        edit = {"op": "create", "path": "wiki/later.md", "content": "later\n"}
+        queued = data(await call(client, "write_batch", wiki=wiki, message="Later", edits=[edit], wait=False))
+        assert queued["commit"] is None and queued["status"] in ("queued", "running", "succeeded")
+        job = data(await call(client, "get_job", job_id=queued["job_id"], wait_seconds=30))
+        assert job["status"] == "succeeded" and job["result"]["applied"][0]["path"] == "wiki/later.md"
+        late = error(await call(client, "cancel_job", job_id=queued["job_id"]))
+        assert late["code"] == "NOT_CANCELLABLE"
+        missing = error(await call(client, "read_page", wiki=wiki, path="wiki/none.md"))
+        assert missing["code"] == "NOT_FOUND" and "list_pages" in missing["hint"]
+        zone = [edit, {"op": "create", "path": "elsewhere/x.md", "content": ""}]
+        forbidden = error(await call(client, "write_batch", wiki=wiki, message="Zone", edits=zone))
+        assert (forbidden["code"], forbidden["index"]) == ("ZONE_FORBIDDEN", 1)
+        trial = [edit | {"path": "wiki/d.md"}]
+        dry = data(await call(client, "write_batch", wiki=wiki, message="Dry", edits=trial, dry_run=True))
+        assert dry["dry_run"] is True and dry["commit"] is None and dry["applied"][0]["path"] == "wiki/d.md"
+        unknown = await call(
+            client, "write_batch", wiki=wiki, message="Bad", edits=[{"op": "move", "path": "x"}]
+        )
+        assert unknown.is_error
+        nowiki = error(await call(client, "list_pages", wiki="no-such-wiki"))
+        assert nowiki["code"] == "WIKI_NOT_FOUND"
+
+
+def tokens_file(root: Path, **tokens: str) -> Path:
+    """A tokens file giving each named principal admin rights on every wiki."""
+    lines = []
+    for name, token in tokens.items():
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        lines += ["[[principals]]", f'name = "{name}"', f'email = "{name}@example.org"']
+        lines += [f'token_sha256 = "{digest}"', 'rights = { "*" = "admin" }', ""]
+    path = root / "tokens.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_bearer_token_is_the_callers(tmp_path: Path, transport: str) -> None:
+    """With a tokens file, /mcp wants a bearer token and tools act as its principal; a bad one is refused."""
+    service = Service(tmp_path, WIKIQ_TOKENS_FILE=str(tokens_file(tmp_path, ada="ada-token"))).start()
+    try:
+        api = httpx.Client(base_url=service.url, headers={"Authorization": "Bearer ada-token"}, timeout=30)
+        assert api.post("/v1/wikis", json={"id": "team"}).status_code == 201
+        if transport == "http":
+            bare = httpx.post(f"{service.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert bare.status_code == 401 and bare.headers["WWW-Authenticate"] == "Bearer"
+            assert bare.json()["error"]["code"] == "UNAUTHORIZED"
+        async with connect(service, transport, token="ada-token") as client:
+            edit = {"op": "create", "path": "wiki/ada.md", "content": "by ada\n"}
+            outcome = data(await call(client, "write_batch", wiki="team", message="Ada writes", edits=[edit]))
+        author = api.get("/v1/wikis/team/commits").json()["commits"][0]
+        assert author["commit"] == outcome["commit"] and author["author"]["name"] == "ada"
+        async with connect(service, transport, token="wrong-token") as client:
+            assert error(await call(client, "list_wikis"))["code"] == "UNAUTHORIZED"
+        api.close()
+    finally:
+        service.stop()
