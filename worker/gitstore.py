@@ -4,8 +4,9 @@ Reads go through GitPython's object database (one long-lived ``git cat-file`` pe
 repositories are kept in a small LRU and closed on eviction). A plan is committed by writing only the new
 blobs, the trees on changed paths and one commit object as loose objects, flushing them to disk with one
 ``syncfs``, then moving ``refs/heads/main`` by compare-and-swap under git's own ``main.lock`` protocol.
-A lost swap raises ``RefMoved``; the ref is never forced. Parsed trees are immutable and cached by id, so
-a commit's cost follows what it changes, not the size of the wiki.
+A lost swap raises ``RefMoved``; the ref is never forced. Parsed trees are immutable and cached by id
+(bounded by their total number of entries), as is each commit's tree; a changed tree is built from its
+cached records (``worker.gitobjects``), so a commit's cost follows what it changes, not the size of the wiki.
 """
 
 from __future__ import annotations
@@ -26,20 +27,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git
-from git.objects.fun import tree_entries_from_data
 from gitdb.base import IStream
 from gitdb.db.loose import LooseObjectDB
 
 from worker.engine import NewFile, Plan
 from worker.errors import RefLocked, RefMoved, WikiExists, WikiNotFound
+from worker.gitobjects import (
+    EMPTY_TREE,
+    OBJ_BLOB,
+    OBJ_COMMIT,
+    OBJ_TREE,
+    TYPE_NAMES,
+    PackedObject,
+    Tree,
+    TreeEditor,
+    parse_tree,
+)
 
 WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")  # \Z: "$" would let a trailing "\n" in
 MAIN = "refs/heads/main"
-TREE_MODE = 0o40000
+TREE_MODE = 0o40000  # == worker.gitobjects.TREE_MODE
 FILE_MODE = 0o100644
 JOB_TRAILER = "Wikiq-Job"
 STALE_LOCK_SECONDS = 5.0
 _EXEC_MODE = 0o100755
+TREE_CACHE_ENTRIES = 250_000  # per open repository: ~100k pages of head plus recent versions
+COMMIT_CACHE = 4096
 
 INITIAL_FILES: Mapping[str, bytes] = {
     "index.md": b"# Index\n\nOne line per page of the wiki.\n",
@@ -117,43 +130,98 @@ def object_id(kind: str, data: bytes) -> str:
 
 
 class _TreeCache:
-    """Parsed trees by id, least recently used dropped first; trees never change, so none goes stale."""
+    """Parsed trees by id, least recently used dropped first, bounded by their total number of entries.
 
-    def __init__(self, capacity: int = 4096) -> None:
+    Trees never change, so none goes stale. Counting entries rather than trees keeps one wide folder (whose
+    every version is a full copy) from holding thousands of big trees. Thread-safe: snapshots read it from
+    API threads while a commit writes it.
+    """
+
+    def __init__(self, capacity: int = TREE_CACHE_ENTRIES) -> None:
         self.capacity = capacity
-        self.trees: OrderedDict[str, dict[str, tuple[int, str]]] = OrderedDict()
+        self.trees: OrderedDict[str, Tree] = OrderedDict()
+        self.entries = 0
+        self._lock = threading.Lock()
 
-    def get(self, tree_id: str) -> dict[str, tuple[int, str]] | None:
-        entries = self.trees.get(tree_id)
-        if entries is not None:
-            self.trees.move_to_end(tree_id)
-        return entries
+    def get(self, tree_id: str) -> Tree | None:
+        with self._lock:
+            tree = self.trees.get(tree_id)
+            if tree is not None:
+                self.trees.move_to_end(tree_id)
+            return tree
 
-    def put(self, tree_id: str, entries: dict[str, tuple[int, str]]) -> None:
-        self.trees[tree_id] = entries
-        if len(self.trees) > self.capacity:
-            self.trees.popitem(last=False)
+    def put(self, tree_id: str, tree: Tree) -> None:
+        with self._lock:
+            old = self.trees.pop(tree_id, None)
+            if old is not None:
+                self.entries -= old.size + 1
+            self.trees[tree_id] = tree
+            self.entries += tree.size + 1
+            while self.entries > self.capacity and len(self.trees) > 1:
+                _, dropped = self.trees.popitem(last=False)
+                self.entries -= dropped.size + 1
+
+    def demote(self, tree_ids: Iterable[str]) -> None:
+        """Make ``tree_ids`` the next to go: trees a commit has just replaced are rarely read again."""
+        with self._lock:
+            for tree_id in tree_ids:
+                if tree_id in self.trees:
+                    self.trees.move_to_end(tree_id, last=False)
+
+
+class _CommitTrees:
+    """Root tree id by commit id (filled by ``commit_plan`` and by reads), so a snapshot needs no read."""
+
+    def __init__(self, capacity: int = COMMIT_CACHE) -> None:
+        self.capacity = capacity
+        self.trees: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, commit: str) -> str | None:
+        with self._lock:
+            return self.trees.get(commit)
+
+    def put(self, commit: str, tree: str) -> None:
+        with self._lock:
+            self.trees[commit] = tree
+            if len(self.trees) > self.capacity:
+                self.trees.popitem(last=False)
+
+
+_UNSEEN = Tree({}, [], [])  # marker: a folder the snapshot has not looked up yet
 
 
 class Snapshot:
-    """A read-only view of one tree (a ``HeadView`` for the engine)."""
+    """A read-only view of one tree (a ``HeadView`` for the engine).
+
+    Folders looked up are remembered for the life of the snapshot (``folder path -> Tree``, None when there
+    is no folder there), so the engine's repeated questions about the same paths cost one dict lookup each.
+    """
 
     def __init__(self, repo: WikiRepo, commit: str | None, tree: str | None) -> None:
         self.repo = repo
         self.commit = commit
         self.tree = tree
+        self._folders: dict[str, Tree | None] = {}
+
+    def _folder(self, folder: str) -> Tree | None:
+        found = self._folders.get(folder, _UNSEEN)
+        if found is not _UNSEEN:
+            return found
+        if not folder:
+            found = None if self.tree is None else self.repo.tree(self.tree)
+        else:
+            parent, _, name = folder.rpartition("/")
+            above = self._folder(parent)
+            entry = None if above is None else above.entries.get(name)
+            found = self.repo.tree(entry[1]) if entry is not None and entry[0] == TREE_MODE else None
+        self._folders[folder] = found
+        return found
 
     def _entry(self, path: str) -> tuple[int, str] | None:
-        if self.tree is None:
-            return None
-        entries = self.repo.tree_entries(self.tree)
-        *folders, name = path.split("/")
-        for folder in folders:
-            entry = entries.get(folder)
-            if entry is None or entry[0] != TREE_MODE:
-                return None
-            entries = self.repo.tree_entries(entry[1])
-        return entries.get(name)
+        folder, _, name = path.rpartition("/")
+        tree = self._folder(folder)
+        return None if tree is None else tree.entries.get(name)
 
     def version(self, path: str) -> str | None:
         """The blob id at ``path``, or None when no file is there."""
@@ -181,7 +249,7 @@ class Snapshot:
             yield from self._walk(entry[1], folder + "/")
 
     def _walk(self, tree: str, prefix: str) -> Iterator[str]:
-        for name, (mode, oid) in self.repo.tree_entries(tree).items():
+        for name, (mode, oid) in self.repo.tree(tree).entries.items():
             if mode == TREE_MODE:
                 yield from self._walk(oid, f"{prefix}{name}/")
             else:
@@ -196,6 +264,7 @@ class WikiRepo:
         self.lock = threading.RLock()
         self.repo = git.Repo(path, odbt=git.GitCmdObjectDB)
         self.trees = tree_cache or _TreeCache()
+        self.commit_trees = _CommitTrees()
         self.objects = path / "objects"
         # Writes go through gitdb's in-process loose-object writer: GitPython's own store spawns
         # `git hash-object --stdin` per object, which is slow and, if we are killed mid-write, stores an
@@ -232,14 +301,20 @@ class WikiRepo:
         """The bytes of blob ``oid``."""
         return self._read(oid)[1]
 
+    def tree(self, tree: str) -> Tree:
+        """Tree ``tree``, parsed (and cached)."""
+        found = self.trees.get(tree)
+        if found is None:
+            kind, data = self._read(tree)
+            if kind != "tree":
+                raise ValueError(f"{tree} is a {kind}, not a tree")
+            found = parse_tree(data)
+            self.trees.put(tree, found)
+        return found
+
     def tree_entries(self, tree: str) -> dict[str, tuple[int, str]]:
-        """``{name: (mode, id)}`` of tree ``tree``."""
-        entries = self.trees.get(tree)
-        if entries is None:
-            _, data = self._read(tree)
-            entries = {name: (mode, binsha.hex()) for binsha, mode, name in tree_entries_from_data(data)}
-            self.trees.put(tree, entries)
-        return entries
+        """``{name: (mode, id)}`` of tree ``tree`` (do not modify it: it is the cached tree's own)."""
+        return self.tree(tree).entries
 
     def commit_info(self, commit: str) -> CommitInfo:
         """Parse commit object ``commit``."""
@@ -248,9 +323,13 @@ class WikiRepo:
 
     def tree_of(self, commit: str) -> str:
         """The root tree id of ``commit``."""
-        _, data = self._read(commit)
-        first = data.split(b"\n", 1)[0]
-        return first.split(b" ", 1)[1].decode()
+        tree = self.commit_trees.get(commit)
+        if tree is None:
+            _, data = self._read(commit)
+            first = data.split(b"\n", 1)[0]
+            tree = first.split(b" ", 1)[1].decode()
+            self.commit_trees.put(commit, tree)
+        return tree
 
     def snapshot(self, commit: str | None = None) -> Snapshot:
         """A view of ``commit`` (default: the head of ``main``)."""
@@ -322,14 +401,22 @@ class WikiRepo:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _store(self, kind: str, data: bytes) -> str:
-        oid = object_id(kind, data)
-        if not (self.objects / oid[:2] / oid[2:]).exists():
-            self.loose.store(IStream(kind.encode(), len(data), io.BytesIO(data)))
-        return oid
+    def _store(self, obj: PackedObject) -> None:
+        if not (self.objects / obj.oid.hex()[:2] / obj.oid.hex()[2:]).exists():
+            self.loose.store(IStream(TYPE_NAMES[obj.kind], len(obj.data), io.BytesIO(obj.data)))
 
-    def _write_tree(self, tree: str | None, changes: Mapping[str, NewFile | None]) -> str | None:
-        entries = dict(self.tree_entries(tree)) if tree is not None else {}
+    def _write_tree(
+        self,
+        tree: str | None,
+        changes: Mapping[str, NewFile | None],
+        out: dict[bytes, PackedObject],
+        replaced: list[str],
+    ) -> str | None:
+        """Tree ``tree`` with ``changes`` applied, its new objects added to ``out``; None when it is empty.
+
+        ``replaced`` collects the ids of the old trees on changed paths.
+        """
+        edit = TreeEditor(self.tree(tree) if tree is not None else EMPTY_TREE)
         here: dict[str, NewFile | None] = {}
         below: dict[str, dict[str, NewFile | None]] = {}
         for path, file in changes.items():
@@ -340,30 +427,37 @@ class WikiRepo:
                 here[head] = file
         for name, file in here.items():
             if file is None:
-                entries.pop(name, None)
+                edit.remove(name)
         for name, sub in below.items():
-            old = entries.get(name)
-            new = self._write_tree(old[1] if old and old[0] == TREE_MODE else None, sub)
+            old = edit.get(name)
+            new = self._write_tree(old[1] if old and old[0] == TREE_MODE else None, sub, out, replaced)
             if new is None:
-                entries.pop(name, None)
+                edit.remove(name)
             else:
-                entries[name] = (TREE_MODE, new)
+                edit.put(name, TREE_MODE, new)
         for name, file in here.items():
             if file is not None:
                 if file.data is not None:
-                    self._store("blob", file.data)
-                old = entries.get(name)
+                    blob = object_id("blob", file.data)
+                    if blob != file.version:
+                        raise ValueError(f"{name!r}: version {file.version} is not the id of its bytes")
+                    oid = bytes.fromhex(blob)
+                    out[oid] = PackedObject(OBJ_BLOB, oid, file.data)
+                old = edit.get(name)
                 mode = old[0] if old and old[0] in (FILE_MODE, _EXEC_MODE) else FILE_MODE
-                entries[name] = (mode, file.version)
-        if not entries:
+                edit.put(name, mode, file.version)
+        if not edit.entries:
             return None
-        data = b"".join(
-            b"%o %s\x00%s" % (mode, name.encode(), bytes.fromhex(oid))
-            for name, (mode, oid) in sorted(entries.items(), key=_git_order)
-        )
-        oid = self._store("tree", data)
-        self.trees.put(oid, entries)
-        return oid
+        built = edit.build()
+        data = built.data()
+        oid = bytes.fromhex(object_id("tree", data))
+        new_id = oid.hex()
+        if new_id != tree:
+            out[oid] = PackedObject(OBJ_TREE, oid, data)
+            if tree is not None:
+                replaced.append(tree)
+        self.trees.put(new_id, built)
+        return new_id
 
     def commit_plan(
         self,
@@ -382,9 +476,13 @@ class WikiRepo:
         """
         with self.lock:
             base_tree = self.tree_of(base) if base is not None else None
-            tree = self._write_tree(base_tree, plan.changes)
+            objects: dict[bytes, PackedObject] = {}
+            replaced: list[str] = []
+            tree = self._write_tree(base_tree, plan.changes, objects, replaced)
             if tree is None:
-                tree = self._store("tree", b"")
+                empty = bytes.fromhex(object_id("tree", b""))
+                objects[empty] = PackedObject(OBJ_TREE, empty, b"")
+                tree = empty.hex()
             when = int(time.time()) if when is None else when
             text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
             if job_id is not None:
@@ -393,8 +491,15 @@ class WikiRepo:
             if base is not None:
                 body += b"parent %s\n" % base.encode()
             body += b"author %s\ncommitter %s\n\n" % (author.line(when), committer.line(when))
-            commit = self._store("commit", body + text.encode("utf-8"))
+            body += text.encode("utf-8")
+            commit_oid = bytes.fromhex(object_id("commit", body))
+            objects[commit_oid] = PackedObject(OBJ_COMMIT, commit_oid, body)
+            for obj in objects.values():
+                self._store(obj)
+            commit = commit_oid.hex()
             self._swap_main(base, commit)
+            self.commit_trees.put(commit, tree)
+            self.trees.demote(replaced)
             return commit
 
     def _swap_main(self, expected: str | None, new: str) -> None:
@@ -445,11 +550,6 @@ def _break_stale_lock(lock: Path) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(lock)
     return True
-
-
-def _git_order(item: tuple[str, tuple[int, str]]) -> bytes:
-    name, (mode, _) = item
-    return name.encode() + (b"/" if mode == TREE_MODE else b"")
 
 
 def parse_commit(oid: str, data: bytes) -> CommitInfo:
