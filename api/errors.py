@@ -64,7 +64,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(WikiqError)
     async def wikiq_error(_: Request, exc: WikiqError) -> JSONResponse:
-        return error_response(exc.code, exc.message, exc.index)
+        headers = {}
+        if exc.code == "UNAUTHORIZED":
+            headers["WWW-Authenticate"] = "Bearer"
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        return error_response(exc.code, exc.message, exc.index, **headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -80,6 +86,10 @@ def install(app: FastAPI) -> None:
                 error_body("INVALID_BATCH", "method not allowed on this route"), status_code=405
             )
         return JSONResponse(error_body("INVALID_BATCH", str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+        return error_response("INVALID_BATCH", "the JSON body is nested too deeply")
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception) -> JSONResponse:

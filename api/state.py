@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from arq.connections import ArqRedis
 from fastapi import Request
 
+from api.auth import Authenticator
 from api.waiters import Waiters
 from worker.gitstore import GitStore
 from worker.jobstore import JobStore
@@ -23,6 +24,7 @@ class AppState:
     store: GitStore
     jobs: JobStore
     waiters: Waiters
+    auth: Authenticator
 
 
 def state(request: Request) -> AppState:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query
 
 from api.auth import Principal, principal
 from api.state import AppState, state
-from worker.errors import BatchRejected, JobNotFound, NotCancellable, WikiNotFound
+from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
 from worker.jobstore import FINISHED, JobRecord, now_iso
 from worker.queue import cancel_queued
 from worker.webhooks import enqueue_attempt
@@ -56,7 +56,7 @@ async def cancel_job(job_id: str, app: App, caller: Caller) -> dict[str, Any]:
     """Cancel a job that has not started: ``200`` with status ``cancelled``, ``409`` once it started."""
     record = await _visible(app, caller, job_id)
     if not caller.may(record.wiki, "write"):
-        raise JobNotFound(f"no job {job_id!r} you may cancel")
+        raise AccessDenied("your token does not allow write on this job's wiki", code="FORBIDDEN")
     after = await app.jobs.update(job_id, _cancel)
     if after is None:
         raise JobNotFound(f"no job {job_id!r}")
@@ -79,7 +79,7 @@ async def redeliver_webhook(job_id: str, app: App, caller: Caller) -> dict[str, 
     """Send a finished job's webhook again (a new round of attempts, same ``webhook-id``): ``202``."""
     record = await _visible(app, caller, job_id)
     if not caller.may(record.wiki, "write"):
-        raise JobNotFound(f"no job {job_id!r} you may redeliver")
+        raise AccessDenied("your token does not allow write on this job's wiki", code="FORBIDDEN")
     if record.webhook is None:
         raise BatchRejected("INVALID_BATCH", "this job has no webhook.url; nothing to redeliver")
     if record.status not in ("succeeded", "failed"):

@@ -15,12 +15,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
 from api.auth import Principal, principal
+from api.ratelimit import check_rate
 from api.state import AppState, state
 from worker.engine import check_static
 from worker.errors import AccessDenied, BatchRejected, IdempotencyConflict, WebhookRefused, WikiNotFound
 from worker.gitstore import WIKI_ID, WikiRepo
 from worker.jobstore import JobRecord, new_job_id, now_iso, partition_of
-from worker.ops import Batch
+from worker.ops import Batch, Rename
 from worker.paths import path_problem
 from worker.policy import policy_for
 from worker.queue import enqueue_batch
@@ -38,14 +39,17 @@ class NewWiki(BaseModel):
     id: str
 
 
-def _require(caller: Principal, wiki: str, right: str) -> None:
-    if not caller.may(wiki, right):
+def require(caller: Principal, wiki: str, right: str) -> None:
+    """Refuse a caller without ``right`` on ``wiki``: 404 when it may not even read it, else 403."""
+    if not caller.may(wiki, "read"):
         # the same answer as for a wiki that does not exist: a denied caller learns nothing
-        raise WikiNotFound(f"no wiki {wiki!r} you may {right}")
+        raise WikiNotFound(f"no wiki {wiki!r}; create it with POST /v1/wikis")
+    if not caller.may(wiki, right):
+        raise AccessDenied(f"your token does not allow {right} on this wiki", code="FORBIDDEN")
 
 
 async def _repo(app: AppState, caller: Principal, wiki: str, right: str = "read") -> WikiRepo:
-    _require(caller, wiki, right)
+    require(caller, wiki, right)
     return await run_in_threadpool(app.store.open, wiki)
 
 
@@ -190,6 +194,13 @@ async def search(
     return {"matches": await run_in_threadpool(run)}
 
 
+def batch_paths(batch: Batch) -> list[str]:
+    """Every path a batch touches, rename targets included."""
+    paths = [edit.path for edit in batch.edits]
+    paths += [edit.new_path for edit in batch.edits if isinstance(edit, Rename)]
+    return paths
+
+
 def fingerprint(wiki: str, batch: Batch) -> str:
     """A digest of what was submitted, to tell a retried submission from a different one."""
     canonical = json.dumps([wiki, batch.model_dump(mode="json")], sort_keys=True, separators=(",", ":"))
@@ -207,7 +218,13 @@ async def submit_batch(
     """Check a batch statically and queue it; ``202 {job_id, status, status_url}``."""
     repo = await _repo(app, caller, wiki, "write")
     settings = app.settings
+    await check_rate(
+        app.redis, caller.name, settings.rate_limit_submissions, settings.rate_limit_window_seconds
+    )
     check_static(batch, policy_for(repo.path), settings.limits)
+    if not caller.may_write_paths(wiki, batch_paths(batch)):
+        # like the seeds: the whole batch is refused and the denied path is not named
+        raise AccessDenied("your token may not write every path of this batch", code="FORBIDDEN")
     if batch.webhook is not None:
         if settings.webhook_secret is None:
             raise WebhookRefused(
