@@ -12,6 +12,8 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
 from api import errors, mcp
+from api.auth import Authenticator
+from api.limits import RequestLimits
 from api.routes import jobs, wikis
 from api.state import AppState
 from api.waiters import Waiters
@@ -22,7 +24,8 @@ from worker.settings import Settings
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """A wikiq API app bound to ``settings``."""
+    """A wikiq API app bound to ``settings``; ``ValueError`` or ``OSError`` for a bad tokens file."""
+    auth = Authenticator(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -30,9 +33,8 @@ def create_app(settings: Settings) -> FastAPI:
         waiters = Waiters()
         waiters.start(redis)
         store = GitStore(settings.data_dir)
-        app.state.wikiq = AppState(
-            settings, redis, store, JobStore(redis, settings.job_retention_seconds), waiters
-        )
+        job_store = JobStore(redis, settings.job_retention_seconds)
+        app.state.wikiq = AppState(settings, redis, store, job_store, waiters, auth)
         try:
             yield
         finally:
@@ -47,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

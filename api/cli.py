@@ -65,7 +65,20 @@ def api(
         )
         raise typer.Exit(2)
     _logging(settings)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", access_log=False)
+    try:
+        application = create_app(settings)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.echo(f"wikiq: bad tokens file WIKIQ_TOKENS_FILE={settings.tokens_file}: {first}", err=True)
+        raise typer.Exit(2) from None
+    uvicorn.run(
+        application,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
 
 
 @app.command()
@@ -91,6 +104,8 @@ def dev(
     data = settings.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, WIKIQ_DATA_DIR=str(data))
+    if settings.webhook_secret is None:
+        env["WIKIQ_WEBHOOK_SECRET"] = _dev_secret(data)
     server = None
     if "WIKIQ_REDIS_URL" not in os.environ:
         server = RedisServer(data / "redis", appendonly=True).start()
@@ -101,6 +116,7 @@ def dev(
         subprocess.Popen([*exe, "worker"], env=env),
     ]
     typer.echo(f"wikiq dev: API on http://{host}:{port} (docs at /docs), data in {data}; Ctrl-C stops")
+    typer.echo(f"wikiq dev: webhooks are signed with the secret in {data / 'webhook-secret'}")
     stop = {"now": False}
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -126,6 +142,72 @@ def dev(
     failed = [c.returncode for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
     if failed and not stop["now"]:
         raise typer.Exit(1)
+
+
+token_app = typer.Typer(help="Bearer tokens for WIKIQ_TOKENS_FILE.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("new")
+def token_new(
+    name: Annotated[str, typer.Option(help="principal name (the commit author)")],
+    email: Annotated[str, typer.Option(help="principal email (the commit author)")],
+    wiki: Annotated[
+        list[str], typer.Option(help="WIKI:RIGHT, repeatable; RIGHT is read, write or admin; WIKI may be *")
+    ],
+    prefix: Annotated[
+        list[str] | None, typer.Option(help="WIKI:PREFIX, repeatable: writes only under these path prefixes")
+    ] = None,
+) -> None:
+    """Print a new token (shown once) and the entry to add to the tokens file."""
+    import json
+
+    from api.auth import RIGHTS, new_token
+
+    rights: dict[str, str] = {}
+    for item in wiki:
+        target, _, right = item.rpartition(":")
+        if not target or right not in RIGHTS:
+            typer.echo(
+                f"wikiq: --wiki {item!r}: give WIKI:RIGHT with RIGHT one of read, write, admin", err=True
+            )
+            raise typer.Exit(2)
+        rights[target] = right
+    prefixes: dict[str, list[str]] = {}
+    for item in prefix or []:
+        target, sep, path = item.partition(":")
+        if not sep or not path:
+            typer.echo(f"wikiq: --prefix {item!r}: give WIKI:PREFIX, e.g. homelab:wiki/team-a/", err=True)
+            raise typer.Exit(2)
+        prefixes.setdefault(target, []).append(path)
+    token, digest = new_token()
+    typer.echo(f"token (give it to {name}; it is not stored anywhere): {token}")
+    typer.echo("\nadd to the tokens file (TOML):\n")
+    typer.echo("[[principals]]")
+    typer.echo(f"name = {json.dumps(name)}")
+    typer.echo(f"email = {json.dumps(email)}")
+    typer.echo(f'token_sha256 = "{digest}"')
+    typer.echo(
+        "rights = { " + ", ".join(f"{json.dumps(w)} = {json.dumps(r)}" for w, r in rights.items()) + " }"
+    )
+    if prefixes:
+        typer.echo(
+            "prefixes = { "
+            + ", ".join(f"{json.dumps(w)} = {json.dumps(p)}" for w, p in prefixes.items())
+            + " }"
+        )
+
+
+def _dev_secret(data: Path) -> str:
+    """The webhook secret of a dev data directory, made once and kept in ``<data>/webhook-secret``."""
+    import base64
+    import secrets
+
+    file = data / "webhook-secret"
+    if not file.exists():
+        file.write_text("whsec_" + base64.b64encode(secrets.token_bytes(24)).decode() + "\n")
+        file.chmod(0o600)
+    return file.read_text().strip()
 
 
 def _pause(seconds: float) -> None:
