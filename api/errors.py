@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from worker.errors import WikiqError
@@ -27,6 +28,39 @@ STATUS = {
     "FORBIDDEN": 403,
     "RATE_LIMITED": 429,
     "INTERNAL": 500,
+}
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable code, a message a person can act on, the failing edit's index."""
+
+    code: str
+    message: str
+    index: int | None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "message", "index"}}``."""
+
+    error: ErrorDetail
+
+
+_DOC = {
+    400: "malformed request",
+    401: "missing or unknown bearer token (UNAUTHORIZED)",
+    403: "the token does not allow this (FORBIDDEN)",
+    404: "no such wiki, page, job or route (the same answer when the caller may not read it)",
+    405: "method not allowed",
+    409: "conflict (WIKI_EXISTS, NOT_CANCELLABLE)",
+    413: "over a limit (TOO_MANY_EDITS, BATCH_TOO_LARGE)",
+    414: "query string too long",
+    422: "refused: shape, path, zone, encoding, webhook or idempotency (see the code)",
+    429: "rate limited (RATE_LIMITED, with Retry-After)",
+    431: "headers too large",
+    500: "internal error (no details are leaked)",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text} for status, text in _DOC.items()
 }
 
 
@@ -81,6 +115,10 @@ def install(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return JSONResponse(error_body("NOT_FOUND", "no such route"), status_code=404)
+        if exc.status_code == 400:  # FastAPI could not parse the body (not UTF-8, nested too deeply, ...)
+            return error_response(
+                "INVALID_BATCH", "the body is not valid JSON (UTF-8, not nested too deeply)"
+            )
         if exc.status_code == 405:
             return JSONResponse(
                 error_body("INVALID_BATCH", "method not allowed on this route"), status_code=405

@@ -40,27 +40,31 @@ class RequestLimits:
             await _answer(send, *refusal)
             return
         received = 0
-        started = False
+        overflow = False
+        answered = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, overflow
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body:
+                    overflow = True
                     raise _TooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def guarded_send(message: Message) -> None:
+            nonlocal answered
+            if not overflow:
+                await send(message)
+            elif not answered:  # the app turned the cut-off body into its own error: answer 413 instead
+                answered = True
+                await _answer(send, *self._too_large())
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, guarded_send)
         except _TooLarge:
-            if not started:
+            if not answered:
                 await _answer(send, *self._too_large())
 
     def _too_large(self) -> tuple[int, bytes]:

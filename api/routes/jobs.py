@@ -9,13 +9,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 
 from api.auth import Principal, principal
+from api.errors import ERROR_RESPONSES
 from api.state import AppState, state
 from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
 from worker.jobstore import FINISHED, JobRecord, now_iso
 from worker.queue import cancel_queued
 from worker.webhooks import enqueue_attempt
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 App = Annotated[AppState, Depends(state)]
 Caller = Annotated[Principal, Depends(principal)]
 MAX_WAIT = 60.0

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
 from api.auth import Principal, principal
+from api.errors import ERROR_RESPONSES
 from api.ratelimit import check_rate
 from api.state import AppState, state
 from worker.engine import check_static
@@ -27,7 +28,7 @@ from worker.policy import policy_for
 from worker.queue import enqueue_batch
 from worker.webhook_guard import check_webhook_url
 
-router = APIRouter(prefix="/v1", tags=["wikis"])
+router = APIRouter(prefix="/v1", tags=["wikis"], responses=ERROR_RESPONSES)
 App = Annotated[AppState, Depends(state)]
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -113,7 +114,7 @@ def _decode_cursor(cursor: str | None) -> str:
     if not cursor:
         return ""
     try:
-        return base64.urlsafe_b64decode(cursor.encode()).decode()
+        return base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
     except (ValueError, UnicodeDecodeError):
         raise BatchRejected("INVALID_BATCH", "cursor is not one this API returned") from None
 
