@@ -26,5 +26,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# A longer schemathesis run than the one inside `make test` (set WIKIQ_FUZZ_EXAMPLES to taste).
+fuzz: $(STAMP)
+	WIKIQ_FUZZ_EXAMPLES=$${WIKIQ_FUZZ_EXAMPLES:-300} $(BIN)/python -m pytest -q tests/e2e/test_fuzz.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
