@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     lease_seconds: Annotated[float, Field(gt=0.5, le=120)] = 5.0
     job_timeout_seconds: Annotated[float, Field(gt=1)] = 120.0
     max_job_tries: Annotated[int, Field(ge=1, le=100)] = 25
-    rate_limit_submissions: Annotated[int, Field(ge=0)] = 600
+    rate_limit_submissions: Annotated[int, Field(ge=0)] = 1200
     rate_limit_window_seconds: Annotated[float, Field(gt=0)] = 60.0
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"

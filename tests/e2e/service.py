@@ -39,6 +39,7 @@ class Service:
             "WIKIQ_LEASE_SECONDS": "1.5",
             "WIKIQ_WEBHOOK_ALLOW_PRIVATE": "true",
             "WIKIQ_WEBHOOK_SECRET": TEST_SECRET,
+            "WIKIQ_RATE_LIMIT_SUBMISSIONS": "0",  # tests submit fast from one principal; test_auth sets one
             "WIKIQ_LOG_LEVEL": os.environ.get("WIKIQ_TEST_LOG_LEVEL", "warning"),
             **env,
         }

@@ -180,7 +180,9 @@ def test_racing_agents_lose_no_update(tmp_path: Path) -> None:
                             }
                         ],
                     }
-                    job_id = client.post("/v1/wikis/race/batches", json=batch).json()["job_id"]
+                    answer = client.post("/v1/wikis/race/batches", json=batch)
+                    assert answer.status_code == 202, answer.text
+                    job_id = answer.json()["job_id"]
                     while (done := client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json())[
                         "status"
                     ] in (
@@ -194,11 +196,21 @@ def test_racing_agents_lose_no_update(tmp_path: Path) -> None:
                     with lock:
                         outcomes.append((job_id, page, done["status"], line))
 
-        threads = [threading.Thread(target=agent, args=(i,)) for i in range(20)]
+        crashed: list[BaseException] = []
+
+        def guarded(number: int) -> None:
+            try:
+                agent(number)
+            except BaseException as exc:  # an agent's failure must fail the test, not vanish in its thread
+                with lock:
+                    crashed.append(exc)
+
+        threads = [threading.Thread(target=guarded, args=(i,)) for i in range(20)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        assert not crashed, crashed[:3]
         won = {job_id: (page, line) for job_id, page, status, line in outcomes if status == "succeeded"}
         lost = [o for o in outcomes if o[2] == "failed"]
         assert won and lost, "the race produced no contention; the test proves nothing"
