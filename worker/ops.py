@@ -15,8 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worker.errors import BatchRejected
 
-Version = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="git blob id of the page's bytes")]
-Encoding = Literal["utf-8", "base64"]
+Version = Annotated[
+    str,
+    Field(
+        pattern=r"^[0-9a-f]{40}$",
+        description="the version you read (the git blob id, from read_page or the pages list); "
+        "required to change a path that exists at the head, ignored for a path created earlier in the batch",
+    ),
+]
+Encoding = Annotated[
+    Literal["utf-8", "base64"],
+    Field(description="utf-8: content is the text itself; base64: content is base64 of the exact bytes"),
+]
+Content = Annotated[str, Field(description="the whole new file content (see encoding)")]
 
 
 class _Edit(BaseModel):
@@ -29,7 +40,7 @@ class Create(_Edit):
     """Create a file that does not exist yet."""
 
     op: Literal["create"]
-    content: str
+    content: Content
     encoding: Encoding = "utf-8"
 
 
@@ -37,7 +48,7 @@ class Overwrite(_Edit):
     """Replace the whole content of an existing file."""
 
     op: Literal["overwrite"]
-    content: str
+    content: Content
     encoding: Encoding = "utf-8"
     expected_version: Version | None = None
 
@@ -46,11 +57,15 @@ class Replace(_Edit):
     """Replace byte-exact occurrences of ``old`` by ``new`` in an existing file."""
 
     op: Literal["replace"]
-    old: str
-    new: str
+    old: Annotated[str, Field(description="non-empty text matched byte-exactly (read the page raw first)")]
+    new: Annotated[str, Field(description="the replacement text")]
     expected_version: Version | None = None
-    replace_all: bool = False
-    expected_count: Annotated[int, Field(ge=1)] | None = None
+    replace_all: Annotated[bool, Field(description="replace every occurrence; else old must be unique")] = (
+        False
+    )
+    expected_count: Annotated[
+        int | None, Field(ge=1, description="refuse unless old occurs exactly this many times")
+    ] = None
 
 
 class Delete(_Edit):
@@ -64,7 +79,7 @@ class Rename(_Edit):
     """Move an existing file to a path that does not exist."""
 
     op: Literal["rename"]
-    new_path: str
+    new_path: Annotated[str, Field(description="where the file moves; must not exist")]
     expected_version: Version | None = None
 
 
@@ -82,10 +97,12 @@ class Batch(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    message: Annotated[str, Field(min_length=1, max_length=10_000)]
-    edits: list[Edit]
-    webhook: Webhook | None = None
-    dry_run: bool = False
+    message: Annotated[str, Field(min_length=1, max_length=10_000, description="the commit message")]
+    edits: Annotated[
+        list[Edit], Field(description="applied in order, each to the state the earlier ones left")
+    ]
+    webhook: Annotated[Webhook | None, Field(description="POST the finished job here, signed")] = None
+    dry_run: Annotated[bool, Field(description="check everything against the head, commit nothing")] = False
 
 
 class Limits(BaseModel):
