@@ -1,18 +1,21 @@
 """The git store: bare repositories ``<data>/wikis/<id>.git`` read and written without a working tree.
 
-Reads go through GitPython's object database (one long-lived ``git cat-file`` per open repository; open
-repositories are kept in a small LRU and closed on eviction). A plan is committed by writing the new blobs,
-the trees on changed paths and one commit object as ONE pack (+ ``.idx``) under ``tmp_`` names, renaming it
-into place under ``main.lock``, flushing everything with one ``syncfs``, then moving ``refs/heads/main`` by
-compare-and-swap under git's own lock protocol. A lost swap raises ``RefMoved`` and deletes the pack; the
-ref is never forced. Parsed trees are immutable and cached by id
-(bounded by their total number of entries), as is each commit's tree; a changed tree is built from its
+Reads come straight from the memory-mapped packs (``PackReader``: index lookup, inflate, deltas, id check)
+and, for anything else, from GitPython's object database (one long-lived ``git cat-file`` per open
+repository); open repositories are kept in a small LRU and closed on eviction.
+
+A plan is committed by writing the new blobs, the trees on changed paths and one commit object as ONE pack
+(+ ``.idx``) under ``tmp_`` names, renaming it into place under ``main.lock``, flushing everything with one
+``syncfs``, then moving ``refs/heads/main`` by compare-and-swap under git's own lock protocol. A lost swap
+raises ``RefMoved`` and deletes the pack; the ref is never forced. Parsed trees are immutable and cached by
+id (bounded by their total number of entries), as is each commit's tree; a changed tree is built from its
 cached records (``worker.gitobjects``), so a commit's cost follows what it changes, not the size of the wiki.
 
 Why a pack per commit: creating a file is by far the most expensive part of a small write here (0.05-0.5 ms
 of kernel CPU each on the ext4 this runs on), and loose objects cost one per object (~22 per commit on a
-nested wiki); a pack costs two. Packs pile up instead, so ``_maintain`` rolls them up in the background
-with ``git repack --geometric=2`` (see there for where it runs and why it is safe next to a writer).
+nested wiki); a pack costs two. Packs pile up instead, so ``_Maintenance`` rolls them up in the background
+with ``git repack --geometric=2`` (see there for when and where it runs, and why it is safe next to a
+writer).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from worker.gitobjects import (
     OBJ_COMMIT,
     OBJ_TREE,
     PackedObject,
+    PackReader,
     PendingPack,
     Tree,
     TreeEditor,
@@ -197,14 +201,15 @@ class _CommitTrees:
                 self.trees.popitem(last=False)
 
 
-_UNSEEN = Tree({}, [], [])  # marker: a folder the snapshot has not looked up yet
+_UNSEEN = Tree([], [])  # marker: a folder the snapshot has not looked up yet
 
 
 class Snapshot:
     """A read-only view of one tree (a ``HeadView`` for the engine).
 
-    Folders looked up are remembered for the life of the snapshot (``folder path -> Tree``, None when there
-    is no folder there), so the engine's repeated questions about the same paths cost one dict lookup each.
+    Folders and entries looked up are remembered for the life of the snapshot (``path -> Tree`` or
+    ``path -> (mode, id)``, None when there is nothing), so the engine's repeated questions about the same
+    paths (it asks about each path of a batch four or five times) cost one dict lookup each.
     """
 
     def __init__(self, repo: WikiRepo, commit: str | None, tree: str | None) -> None:
@@ -212,6 +217,7 @@ class Snapshot:
         self.commit = commit
         self.tree = tree
         self._folders: dict[str, Tree | None] = {}
+        self._entries: dict[str, tuple[int, str] | None] = {}
 
     def _folder(self, folder: str) -> Tree | None:
         found = self._folders.get(folder, _UNSEEN)
@@ -222,15 +228,18 @@ class Snapshot:
         else:
             parent, _, name = folder.rpartition("/")
             above = self._folder(parent)
-            entry = None if above is None else above.entries.get(name)
+            entry = None if above is None else above.find(name)
             found = self.repo.tree(entry[1]) if entry is not None and entry[0] == TREE_MODE else None
         self._folders[folder] = found
         return found
 
     def _entry(self, path: str) -> tuple[int, str] | None:
+        if path in self._entries:
+            return self._entries[path]
         folder, _, name = path.rpartition("/")
         tree = self._folder(folder)
-        return None if tree is None else tree.entries.get(name)
+        found = self._entries[path] = None if tree is None else tree.find(name)
+        return found
 
     def version(self, path: str) -> str | None:
         """The blob id at ``path``, or None when no file is there."""
@@ -258,7 +267,7 @@ class Snapshot:
             yield from self._walk(entry[1], folder + "/")
 
     def _walk(self, tree: str, prefix: str) -> Iterator[str]:
-        for name, (mode, oid) in self.repo.tree(tree).entries.items():
+        for name, (mode, oid) in self.repo.tree(tree).items():
             if mode == TREE_MODE:
                 yield from self._walk(oid, f"{prefix}{name}/")
             else:
@@ -278,6 +287,7 @@ class WikiRepo:
         # Writes never go through GitPython's store: it spawns `git hash-object --stdin` per object, which
         # is slow and, if we are killed mid-write, stores an empty object under a real-looking id.
         self.packs = self.objects / "pack"
+        self.packed = PackReader(self.packs)  # in-process reads; git cat-file for anything else
         self._ref = str(path / MAIN)
         self.maintenance = _Maintenance(path)
 
@@ -285,6 +295,7 @@ class WikiRepo:
         """Stop the repository's ``git cat-file`` processes (a background repack is left to finish)."""
         with self.lock:
             self.repo.close()
+            self.packed.close()
             self.maintenance.close()
 
     # -- reading ------------------------------------------------------------------------------------
@@ -310,6 +321,9 @@ class WikiRepo:
 
     def _read(self, oid: str) -> tuple[str, bytes]:
         with self.lock:
+            found = self.packed.read(bytes.fromhex(oid))
+            if found is not None:
+                return found[0].decode(), found[1]
             stream = self.repo.odb.stream(bytes.fromhex(oid))
             return stream.type.decode() if isinstance(stream.type, bytes) else stream.type, stream.read()
 
@@ -329,8 +343,8 @@ class WikiRepo:
         return found
 
     def tree_entries(self, tree: str) -> dict[str, tuple[int, str]]:
-        """``{name: (mode, id)}`` of tree ``tree`` (do not modify it: it is the cached tree's own)."""
-        return self.tree(tree).entries
+        """``{name: (mode, id)}`` of tree ``tree``."""
+        return dict(self.tree(tree).items())
 
     def commit_info(self, commit: str) -> CommitInfo:
         """Parse commit object ``commit``."""
@@ -458,7 +472,7 @@ class WikiRepo:
                 old = edit.get(name)
                 mode = old[0] if old and old[0] in (FILE_MODE, _EXEC_MODE) else FILE_MODE
                 edit.put(name, mode, file.version)
-        if not edit.entries:
+        if not len(edit):
             return None
         built = edit.build()
         data = built.data()
