@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import logging
 import os
 import signal
 import subprocess
@@ -30,11 +29,10 @@ def _settings(**overrides: object) -> Settings:
 
 
 def _logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    """Configure structured logs once, at process start: JSON lines on stderr unless it is a terminal."""
+    from worker.logs import configure
+
+    configure(settings.log_level)
 
 
 def _loopback(host: str) -> bool:
@@ -76,6 +74,7 @@ def api(
         host=host,
         port=port,
         log_level="warning",
+        log_config=None,  # uvicorn's lines go through the structured logging of _logging
         access_log=False,
         h11_max_incomplete_event_size=64 * 1024,
     )
@@ -89,6 +88,16 @@ def worker() -> None:
     settings = _settings()
     _logging(settings)
     asyncio.run(serve(settings))
+
+
+@app.command()
+def doctor() -> None:
+    """Check a deployment (Redis, AOF, data dir, git, partition leases) and print what to fix; exit 0/1."""
+    from api.doctor import run
+
+    text, code = run(_settings())
+    typer.echo(text)
+    raise typer.Exit(code)
 
 
 @app.command()

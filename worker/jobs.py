@@ -19,6 +19,7 @@ from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from worker import telemetry
 from worker.engine import Plan, preflight
 from worker.errors import RefLocked, RefMoved, WikiqError
 from worker.gitstore import STALE_LOCK_SECONDS, GitStore, Identity, WikiRepo
@@ -70,15 +71,18 @@ def run_batch(repo: WikiRepo, policy: ZonePolicy, record: JobRecord, maybe_ran: 
         try:
             commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
         except RefLocked:
+            telemetry.cas_retry("locked")
             if time.monotonic() > locked_until:
                 raise WikiqError("refs/heads/main.lock stays locked", code="INTERNAL") from None
             time.sleep(0.05)  # another writer holds main.lock: back off, then check the head again
             maybe_ran = True
             continue
         except RefMoved:
+            telemetry.cas_retry("moved")
             swaps += 1
             maybe_ran = True
             continue
+        telemetry.commit_written(plan, len(batch.edits))
         return _result(commit, plan)
     raise WikiqError(f"main kept moving; gave up after {MAX_SWAPS} attempts", code="INTERNAL")
 
@@ -138,6 +142,7 @@ async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> No
 async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> dict[str, Any]:
     """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
     if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
+        telemetry.job_retry(job_id, exc)
         raise Retry(defer=1) from exc
     return WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL").to_dict()
 
@@ -152,9 +157,11 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
         if record.status in ("succeeded", "failed"):
             await _schedule_webhook(ctx, record)  # a crash may have come between record and enqueue
         return record.status
+    telemetry.job_started(record)
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
         finished = await _record(deps.jobs, job_id, None, gave_up.to_dict())
+        telemetry.job_finished(finished)
         await _schedule_webhook(ctx, finished)
         return "failed"
     result: dict[str, Any] | None = None
@@ -172,5 +179,6 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
         log.exception("job %s: unexpected error", job_id)
         error = await _retry_or_give_up(ctx, deps, job_id, exc)
     finished = await _record(deps.jobs, job_id, result, error)
+    telemetry.job_finished(finished)
     await _schedule_webhook(ctx, finished)
     return "failed" if error else "succeeded"

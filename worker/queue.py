@@ -35,6 +35,7 @@ from redis.exceptions import RedisError
 from worker.gitstore import GitStore
 from worker.jobs import Deps, apply_batch
 from worker.jobstore import JobStore
+from worker.metrics import RECORDER
 from worker.settings import Settings
 from worker.webhooks import QUEUE as WEBHOOK_QUEUE
 from worker.webhooks import deliver_webhook, signer_for, webhook_client
@@ -353,8 +354,10 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, process.stop)
     log.info("worker %s serving %s partitions", process.id, settings.partitions)
+    RECORDER.start(redis)
     try:
         await process.run()
     finally:
+        await RECORDER.stop()
         await redis.aclose()
         await bell_redis.aclose()

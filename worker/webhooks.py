@@ -28,6 +28,7 @@ import httpcore
 import httpx
 from standardwebhooks import Webhook
 
+from worker import telemetry
 from worker.errors import WebhookRefused
 from worker.jobstore import JobRecord, JobStore, now_iso
 from worker.webhook_guard import address_refused
@@ -212,6 +213,7 @@ async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt
         return r
 
     after = await jobs.update(job_id, note)
+    telemetry.webhook_attempt(after or record, round_, attempt, outcome.attempt)
     if delay is not None:
         await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)
     return None if after is None or after.webhook is None else str(after.webhook["state"])

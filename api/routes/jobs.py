@@ -14,6 +14,7 @@ from api.state import AppState, state
 from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
 from worker.jobstore import FINISHED, JobRecord, now_iso
 from worker.queue import cancel_queued
+from worker.telemetry import job_cancelled
 from worker.webhooks import enqueue_attempt
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
@@ -64,6 +65,7 @@ async def cancel_job(job_id: str, app: App, caller: Caller) -> dict[str, Any]:
     if after.status != "cancelled":
         raise NotCancellable(f"job {job_id} is {after.status}; only a queued job can be cancelled")
     await cancel_queued(app.redis, job_id, after.partition)
+    job_cancelled(app.redis, after)
     return after.public()
 
 

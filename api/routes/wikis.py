@@ -26,6 +26,7 @@ from worker.ops import Batch, Rename
 from worker.paths import path_problem
 from worker.policy import policy_for
 from worker.queue import enqueue_batch
+from worker.telemetry import job_accepted
 from worker.webhook_guard import check_webhook_url
 
 router = APIRouter(prefix="/v1", tags=["wikis"], responses=ERROR_RESPONSES)
@@ -267,6 +268,7 @@ async def submit_batch(
         if idempotency_key is not None:
             await app.jobs.release_idempotency(scope, idempotency_key)
         raise
+    job_accepted(app.redis, record)
     return JSONResponse(
         {"job_id": job_id, "status": "queued", "status_url": f"/v1/jobs/{job_id}"}, status_code=202
     )
