@@ -3,7 +3,6 @@ commands of ``api.cli_client`` (wikis, pages, read, submit, job, jobs, log, mcp,
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import os
 import signal
@@ -87,7 +86,9 @@ def worker() -> None:
 
     settings = _settings()
     _logging(settings)
-    asyncio.run(serve(settings))
+    import uvloop
+
+    uvloop.run(serve(settings))
 
 
 @app.command()

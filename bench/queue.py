@@ -22,6 +22,7 @@ from bench.engine import run_engine
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare
 from bench.workload import Workload
+from tests.e2e.receiver import running_receiver
 from tests.e2e.service import Service
 from worker.engine import Applied
 from worker.gitstore import GitStore
@@ -42,10 +43,13 @@ def _applied(job: dict[str, Any]) -> list[Applied]:
     ]
 
 
-def _batch_json(workload: Workload) -> dict[str, Any]:
+def _batch_json(workload: Workload, webhook: str | None = None) -> dict[str, Any]:
     batch = workload.batch()
     workload.record(workload.expected(batch))  # the client knows what its own batch will do
-    return batch.model_dump(mode="json", exclude_none=True)
+    body = batch.model_dump(mode="json", exclude_none=True)
+    if webhook is not None:
+        body["webhook"] = {"url": webhook}
+    return body
 
 
 def measure_latency(service: Service, workload: Workload, wiki: str, count: int) -> list[float]:
@@ -63,20 +67,26 @@ def measure_latency(service: Service, workload: Workload, wiki: str, count: int)
     return samples
 
 
-async def _drive_wiki(client: httpx.AsyncClient, wiki: str, workload: Workload, count: int) -> str:
+async def _drive_wiki(
+    client: httpx.AsyncClient, wiki: str, workload: Workload, count: int, webhook: str | None
+) -> str:
     """Submit ``count`` batches to one wiki in order (acceptance order is apply order); the last job id."""
     last = ""
     for _ in range(count):
-        answer = await client.post(f"/v1/wikis/{wiki}/batches", json=_batch_json(workload))
+        answer = await client.post(f"/v1/wikis/{wiki}/batches", json=_batch_json(workload, webhook))
         last = answer.json()["job_id"]
     return last
 
 
-async def _sustained(service: Service, workloads: dict[str, Workload], per_wiki: int) -> tuple[float, int]:
+async def _sustained(
+    service: Service, workloads: dict[str, Workload], per_wiki: int, webhook: str | None = None
+) -> tuple[float, int]:
     limits = httpx.Limits(max_connections=32)
     async with httpx.AsyncClient(base_url=service.url, timeout=120, limits=limits) as client:
         start = time.perf_counter()
-        lasts = await asyncio.gather(*(_drive_wiki(client, w, wl, per_wiki) for w, wl in workloads.items()))
+        lasts = await asyncio.gather(
+            *(_drive_wiki(client, w, wl, per_wiki, webhook) for w, wl in workloads.items())
+        )
         for job_id in lasts:
             while (await client.get(f"/v1/jobs/{job_id}", params={"wait": 60})).json()["status"] in (
                 "queued",
@@ -160,6 +170,12 @@ def section(ctx: Context) -> list[Row]:
         idle = _idle_cpu(service.workers[0].pid, 5 if ctx.quick else 10)
         latency = measure_latency(service, workloads["q0"], "q0", latency_n)
         one_rate, one_failed = asyncio.run(_sustained(service, workloads, per_wiki))
+        with running_receiver() as receiver:
+            hooked_rate, hooked_failed = asyncio.run(
+                _sustained(service, workloads, per_wiki, receiver.url("/bench"))
+            )
+            receiver.wait_for(lambda: len(receiver.at("/bench")) >= WIKIS * per_wiki, timeout=120)
+            delivered = len(receiver.at("/bench"))
         service.start_worker()
         _wait_for_owners(service, 2)
         two_rate, two_failed = asyncio.run(_sustained(service, workloads, per_wiki))
@@ -185,10 +201,23 @@ def section(ctx: Context) -> list[Row]:
         Row("queue.arq_default_start_p50_ms", _ms(arq, 50), "ms", f"arq defaults (poll 0.5 s), {arq_n} jobs"),
         Row("queue.engine_only_per_s", engine_rate, "batches/s", "engine + store alone, same run"),
         Row("queue.sustained_1_worker_per_s", one_rate, "batches/s", f"{WIKIS} wikis x {per_wiki} batches"),
+        Row(
+            "queue.sustained_1_worker_webhooks_per_s",
+            hooked_rate,
+            "batches/s",
+            "same, every batch with a webhook",
+        ),
+        Row("queue.webhooks_over_plain", hooked_rate / one_rate, "x", "target ≥ 0.9 (at most a 10% drop)"),
+        Row(
+            "queue.webhooks_delivered",
+            delivered,
+            "posts",
+            f"to a loopback receiver; expected {WIKIS * per_wiki}",
+        ),
         Row("queue.sustained_2_workers_per_s", two_rate, "batches/s", f"{WIKIS} wikis x {per_wiki} batches"),
         Row("queue.sustained_over_engine_1", one_rate / engine_rate, "x", "target ≥ 0.6"),
         Row("queue.sustained_over_engine_2", two_rate / engine_rate, "x", "2 workers on 2 cores"),
-        Row("queue.failed_jobs", one_failed + two_failed, "jobs", "must be 0"),
+        Row("queue.failed_jobs", one_failed + two_failed + hooked_failed, "jobs", "must be 0"),
     ]
     return rows
 
