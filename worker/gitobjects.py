@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import mmap
 import os
 import re
@@ -110,16 +111,19 @@ class Tree:
 
 
 EMPTY_TREE = Tree([], [])
-_ENTRY = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
+_RECORD = re.compile(rb"[0-7]+ [^\x00]*\x00.{20}", re.DOTALL)
+_RECORD_NAME = re.compile(rb"[0-7]+ ([^\x00]*)\x00.{20}", re.DOTALL)
+_TREE_MODE_DIGIT = ord("4")  # of the modes git writes, only a folder's ("40000") starts with 4
 
 
 def parse_tree(data: bytes) -> Tree:
     """Parse a raw tree object from the repository's store (an unsorted one is put in git order)."""
-    found = _ENTRY.findall(data)
-    recs = [b"%s %s\x00%s" % entry for entry in found]
-    if sum(map(len, recs)) != len(data):  # matches that do not tile the object: something in between
+    recs = _RECORD.findall(data)
+    if sum(map(len, recs)) != len(data):  # records that do not tile the object: something in between
         raise ValueError("malformed tree object")
-    keys = [name + b"/" if mode == b"40000" else name for mode, name, _ in found]
+    names = _RECORD_NAME.findall(data)
+    folder = _TREE_MODE_DIGIT
+    keys = [name + b"/" if rec[0] == folder else name for name, rec in zip(names, recs, strict=True)]
     if keys != sorted(keys):  # linear on sorted input (one run for timsort)
         pairs = sorted(zip(keys, recs, strict=True))
         keys, recs = [key for key, _ in pairs], [rec for _, rec in pairs]
@@ -148,13 +152,27 @@ class TreeEditor:
             del self.keys[at]
             del self.recs[at]
 
-    def put(self, name: str, mode: int, oid: str) -> None:
-        self.remove(name)
+    def put(self, name: str, mode: int, oid: str, keep_exec: bool = False) -> None:
+        """Set entry ``name``, replacing whatever was there; ``keep_exec``: an executable stays one."""
+        keys, recs = self.keys, self.recs
         raw = encode_name(name)
-        key = sort_key(raw, mode)
-        at = bisect_left(self.keys, key)
-        self.keys.insert(at, key)
-        self.recs.insert(at, b"%o %s\x00%s" % (mode, raw, bytes.fromhex(oid)))
+        at = bisect_left(keys, raw)
+        if at < len(keys) and keys[at] == raw:  # a file (or link) of that name
+            if keep_exec and recs[at].startswith(b"100755 "):
+                mode = 0o100755
+            del keys[at], recs[at]
+        else:
+            folder = raw + b"/"
+            below = bisect_left(keys, folder, at)
+            if below < len(keys) and keys[below] == folder:
+                del keys[below], recs[below]
+        if mode == TREE_MODE:
+            raw_key = raw + b"/"
+            at = bisect_left(keys, raw_key, at)
+        else:
+            raw_key = raw
+        keys.insert(at, raw_key)
+        recs.insert(at, b"%o %s\x00%s" % (mode, raw, bytes.fromhex(oid)))
 
     def build(self) -> Tree:
         return Tree(self.keys, self.recs)
@@ -235,13 +253,10 @@ def build_pack(objects: Iterable[PackedObject]) -> tuple[list[bytes], bytes, str
     checksum = digest.digest()
     chunks.append(checksum)
     index.sort()
-    fanout = [0] * 256
+    counts = [0] * 256
     for oid, _, _ in index:
-        fanout[oid[0]] += 1
-    total = 0
-    for byte in range(256):
-        total += fanout[byte]
-        fanout[byte] = total
+        counts[oid[0]] += 1
+    fanout = list(itertools.accumulate(counts))
     large: list[int] = []
     offsets: list[int] = []
     for _, _, at in index:

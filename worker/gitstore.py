@@ -51,6 +51,7 @@ from worker.gitobjects import (
     parse_tree,
     write_pack,
 )
+from worker.gitobjects import object_id as raw_object_id
 
 WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")  # \Z: "$" would let a trailing "\n" in
 MAIN = "refs/heads/main"
@@ -464,19 +465,16 @@ class WikiRepo:
         for name, file in here.items():
             if file is not None:
                 if file.data is not None:
-                    blob = object_id("blob", file.data)
-                    if blob != file.version:
+                    blob = raw_object_id(b"blob", file.data)
+                    if blob.hex() != file.version:
                         raise ValueError(f"{name!r}: version {file.version} is not the id of its bytes")
-                    oid = bytes.fromhex(blob)
-                    out[oid] = PackedObject(OBJ_BLOB, oid, file.data)
-                old = edit.get(name)
-                mode = old[0] if old and old[0] in (FILE_MODE, _EXEC_MODE) else FILE_MODE
-                edit.put(name, mode, file.version)
+                    out[blob] = PackedObject(OBJ_BLOB, blob, file.data)
+                edit.put(name, FILE_MODE, file.version, keep_exec=True)  # an executable stays one
         if not len(edit):
             return None
         built = edit.build()
         data = built.data()
-        oid = bytes.fromhex(object_id("tree", data))
+        oid = raw_object_id(b"tree", data)
         new_id = oid.hex()
         if new_id != tree:
             out[oid] = PackedObject(OBJ_TREE, oid, data)
