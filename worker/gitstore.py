@@ -64,7 +64,7 @@ TREE_CACHE_ENTRIES = 250_000  # per open repository: ~100k pages of head plus re
 COMMIT_CACHE = 4096
 MAINTENANCE_CHECK_EVERY = 16  # commits between two looks at objects/pack
 REPACK_AT_PACKS = 50  # packs that call for a repack once the wiki is idle (git's gc.autoPackLimit)
-REPACK_IDLE_SECONDS = 2.0  # ... idle meaning: no commit by this process for this long
+REPACK_IDLE_SECONDS = 30.0  # ... idle meaning: no commit by this process for this long
 REPACK_FORCED_AT_PACKS = 256  # packs that call for a repack at once, even under a steady stream of commits
 STALE_TEMP_SECONDS = 24 * 3600  # tmp_* files and index-less packs older than this are a dead writer's
 
@@ -598,8 +598,11 @@ class _Maintenance:
     only when the rest adds up to half of it. It is safe next to a concurrent writer: it packs every
     object of the packs it rolls up, reachable or not (``--stdin-packs``), and deletes only packs it has
     fully copied; a pack published while it runs is not in its list and stays. Readers (``git cat-file``)
-    re-scan ``objects/pack`` when an object is missing. Unreferenced objects (lost swaps) are kept; a plain
-    ``git gc`` drops them after its grace period.
+    re-scan ``objects/pack`` when an object is missing; a ``git fsck`` running while a repack deletes the
+    packs it rolled up reports them as inaccessible, as it would next to ``git gc``, and is clean once the
+    repack ends (checked over 30 SIGKILLs of a writer in a tight commit loop). The idle wait is long (30 s)
+    so that a burst of work and its checks are over before a repack starts. Unreferenced objects (lost
+    swaps) are kept; a plain ``git gc`` drops them after its grace period.
     """
 
     def __init__(self, path: Path) -> None:
