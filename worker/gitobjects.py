@@ -331,7 +331,11 @@ def write_pack(pack_dir: Path, objects: Mapping[bytes, PackedObject]) -> Pending
     pending = PendingPack(pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}")
     try:
         assert pending.tmp_pack is not None and pending.tmp_idx is not None
-        _write_new(pending.tmp_pack, pack)
+        try:
+            _write_new(pending.tmp_pack, pack)
+        except FileNotFoundError:  # a repository without objects/pack yet
+            pack_dir.mkdir(parents=True, exist_ok=True)
+            _write_new(pending.tmp_pack, pack)
         _write_new(pending.tmp_idx, [idx])
     except BaseException:
         pending.discard()
