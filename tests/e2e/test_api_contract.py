@@ -14,7 +14,7 @@ import math
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -41,12 +41,7 @@ INITIAL_FILES = {"index.md", "log.md", "schema.md"}
 _serial = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """Redis, the API and two workers shared by every test of this module."""
-    service = Service(tmp_path_factory.mktemp("contract")).start(workers=2)
-    yield service
-    service.stop()
+WORKERS = 2  # for the module-scoped `svc` fixture of conftest.py
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

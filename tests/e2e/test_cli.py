@@ -12,26 +12,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.e2e.service import Service
 from worker.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 _serial = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """Redis, the API and one worker shared by every test of this module."""
-    service = Service(tmp_path_factory.mktemp("cli")).start(workers=1)
-    yield service
-    service.stop()
 
 
 def wikiq(

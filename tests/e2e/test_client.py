@@ -20,14 +20,6 @@ from worker.redis_server import free_port
 _serial = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """Redis, the API and one worker shared by every test of this module."""
-    service = Service(tmp_path_factory.mktemp("client")).start(workers=1)
-    yield service
-    service.stop()
-
-
 @pytest.fixture
 def client(svc: Service) -> Iterator[Client]:
     """A sync client of the module's service."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,14 +24,6 @@ from tests.e2e.service import Service
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"list_wikis", "list_pages", "read_page", "search_wiki", "write_batch", "get_job", "cancel_job"}
 _serial = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """Redis, the API and one worker shared by every test of this module (single-user mode)."""
-    service = Service(tmp_path_factory.mktemp("mcp")).start(workers=1)
-    yield service
-    service.stop()
 
 
 @asynccontextmanager
