@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from api import errors, mcp, ui
+from api import errors, mcp, ui, ui_login
 from api import metrics as metrics_route
 from api.auth import Authenticator
 from api.limits import RequestLimits
@@ -79,6 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(wikis.router)
     app.include_router(jobs.router)
     app.include_router(metrics_route.router)
+    app.include_router(ui_login.router)
     app.include_router(ui.router)
     mcp.mount(app, settings)
     return app

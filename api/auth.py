@@ -32,6 +32,7 @@ from worker.errors import AccessDenied
 from worker.settings import Settings
 
 RIGHTS = ("read", "write", "admin")
+UI_COOKIE = "wikiq_ui_token"
 _IMPLIED = {"read": {"read"}, "write": {"read", "write"}, "admin": {"read", "write", "admin"}}
 
 
@@ -149,7 +150,11 @@ def principal(request: Request) -> Principal:
     cached = getattr(request.state, "principal", None)
     if isinstance(cached, Principal):
         return cached
-    found: Principal = request.app.state.wikiq.auth.authenticate(request.headers.get("authorization"))
+    authorization = request.headers.get("authorization")
+    if authorization is None and request.method == "GET" and request.url.path.startswith("/ui"):
+        cookie = request.cookies.get(UI_COOKIE)  # the browser's sign-in (api/ui_login.py): reads only
+        authorization = None if cookie is None else f"Bearer {cookie}"
+    found: Principal = request.app.state.wikiq.auth.authenticate(authorization)
     request.state.principal = found
     return found
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -93,11 +93,18 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
     return f"{where}: {message}", index
 
 
+def _is_ui_page(path: str) -> bool:
+    # the status page's HTML routes, not its JSON state polls or static files
+    return path.startswith("/ui") and not path.endswith("/state") and "/static/" not in path
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every failure into the contract's error object."""
 
     @app.exception_handler(WikiqError)
-    async def wikiq_error(_: Request, exc: WikiqError) -> JSONResponse:
+    async def wikiq_error(request: Request, exc: WikiqError) -> Response:
+        if exc.code == "UNAUTHORIZED" and request.method == "GET" and _is_ui_page(request.url.path):
+            return RedirectResponse("/ui/login", status_code=303)
         headers = {}
         if exc.code == "UNAUTHORIZED":
             headers["WWW-Authenticate"] = "Bearer"

@@ -310,3 +310,20 @@ def test_token_new_prints_a_working_entry(tmp_path: Path) -> None:
     parsed = tomllib.loads(entry)["principals"][0]
     assert parsed["token_sha256"] == _digest(token)
     assert parsed["rights"] == {"homelab": "write"} and parsed["prefixes"] == {"homelab": ["wiki/team-a/"]}
+
+
+def test_status_page_sign_in_sets_a_read_only_cookie(secured: Service) -> None:
+    """/ui redirects to the sign-in form; a good token sets a /ui cookie that reads /ui but cannot write."""
+    with httpx.Client(base_url=secured.url, timeout=30) as browser:
+        first = browser.get("/ui")
+        assert first.status_code == 303 and first.headers["location"] == "/ui/login"
+        assert browser.post("/ui/login", data={"token": "wrong"}).status_code == 401
+        signed = browser.post("/ui/login", data={"token": TOKENS["alice"]})
+        assert signed.status_code == 303
+        cookie = signed.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
+        page = browser.get("/ui")
+        assert page.status_code == 200 and "wa" in page.text and ">wb<" not in page.text
+        forged = {"cookie": f"wikiq_ui_token={TOKENS['alice']}"}
+        write = browser.post("/v1/wikis/wa/batches", json=_batch(), headers=forged)
+        assert write.status_code == 401  # the cookie never authorises the API
