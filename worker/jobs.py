@@ -28,7 +28,7 @@ from worker.ops import Batch
 from worker.paths import ZonePolicy
 from worker.policy import policy_for
 from worker.settings import Settings
-from worker.webhooks import schedule_first
+from worker.webhooks import event_body, schedule_first
 
 log = logging.getLogger("wikiq.worker")
 MAX_SWAPS = 50
@@ -110,6 +110,8 @@ def _finish(result: dict[str, Any] | None, error: dict[str, Any] | None) -> Any:
         record.result, record.error = result, error
         record.finished_at = now_iso()
         record.finished_ms = _ms()
+        if record.webhook is not None:
+            record.webhook_event = event_body(record)  # frozen now: every attempt sends these bytes
         return record
 
     return change

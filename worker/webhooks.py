@@ -183,7 +183,7 @@ async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt
         return None
     if record.webhook.get("state") != "pending":
         return str(record.webhook.get("state"))
-    if record.webhook_event is None:
+    if record.webhook_event is None:  # a job finished before events were frozen at finish time
         body = event_body(record)
 
         def freeze(r: JobRecord) -> JobRecord | None:

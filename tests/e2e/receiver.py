@@ -90,3 +90,39 @@ def running_receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main() -> None:
+    """``python -m tests.e2e.receiver PORT``: answer 200 to every POST; ``GET /count`` says how many came."""
+    import sys
+
+    count = 0
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            nonlocal count
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            with lock:
+                count += 1
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            body = str(count).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
