@@ -1,8 +1,8 @@
 """Job records in Redis: wikiq's own record per job, its status transitions, and the wake-up channel.
 
-A record is one JSON document under ``wikiq:job:<id>`` kept for the retention time. Status changes are
-compare-and-set (WATCH/MULTI), so a cancel and a worker's start can never both win. Every change to a
-finished job is announced on the ``wikiq:events`` channel so long-pollers answer at once.
+A record is one JSON document under ``wikiq:job:<id>`` kept for the retention time. Every change is a
+compare-and-set (a Lua script checks the bytes read), so a cancel and a worker's start can never both win.
+Every change to a finished job is announced on the ``wikiq:events`` channel so long-pollers answer at once.
 
     queued ──▶ running ──▶ succeeded | failed
        └──▶ cancelled
@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
-from redis.exceptions import WatchError
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -106,12 +105,21 @@ class JobRecord(BaseModel):
         }
 
 
+_SWAP = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return 1
+"""
+
+
 class JobStore:
     """Reads and writes job records, the per-wiki job index and idempotency keys."""
 
     def __init__(self, redis: Redis, retention_seconds: int) -> None:
         self.redis = redis
         self.retention = retention_seconds
+        self._swap = redis.register_script(_SWAP)
 
     @staticmethod
     def key(job_id: str) -> str:
@@ -151,27 +159,18 @@ class JobStore:
         A finished record's change is announced on ``wikiq:events``.
         """
         key = self.key(job_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(key)
-                    raw = await pipe.get(key)
-                    if raw is None:
-                        await pipe.reset()
-                        return None
-                    current = JobRecord.model_validate_json(raw)
-                    changed = change(current.model_copy(deep=True))
-                    if changed is None:
-                        await pipe.reset()
-                        return current
-                    pipe.multi()
-                    pipe.set(key, changed.model_dump_json(), keepttl=True)
-                    if changed.status in FINISHED:
-                        pipe.publish(EVENTS, job_id)
-                    await pipe.execute()
-                    return changed
-                except WatchError:
-                    continue
+        while True:
+            raw = await self.redis.get(key)
+            if raw is None:
+                return None
+            current = JobRecord.model_validate_json(raw)
+            changed = change(current.model_copy(deep=True))
+            if changed is None:
+                return current
+            channel = EVENTS if changed.status in FINISHED else ""
+            # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
+            if await self._swap(keys=[key], args=[raw, changed.model_dump_json(), channel, job_id]):
+                return changed
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
         """A wiki's recent jobs, newest first, optionally only those with ``status``."""
