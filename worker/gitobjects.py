@@ -382,8 +382,13 @@ def apply_delta(base: bytes, delta: bytes) -> bytes:
                 if op & bit:
                     length |= delta[pos] << shift
                     pos += 1
-            out.append(base[offset : offset + (length or 0x10000)])
+            length = length or 0x10000
+            if offset + length > len(base):
+                raise ValueError("delta copies past the end of its base")
+            out.append(base[offset : offset + length])
         elif op:
+            if pos + op > len(delta):
+                raise ValueError("delta insert runs past its end")
             out.append(delta[pos : pos + op])
             pos += op
         else:
