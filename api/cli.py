@@ -122,8 +122,9 @@ def dev(
         env["WIKIQ_REDIS_URL"] = server.url
     exe = [sys.executable, "-m", "api.cli"]
     children = [
-        subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env),
-        subprocess.Popen([*exe, "worker"], env=env),
+        # own sessions: Ctrl-C reaches only `wikiq dev`, which stops workers and API before Redis
+        subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env, start_new_session=True),
+        subprocess.Popen([*exe, "worker"], env=env, start_new_session=True),
     ]
     typer.echo(f"wikiq dev: API on http://{host}:{port} (docs at /docs), data in {data}; Ctrl-C stops")
     typer.echo(f"wikiq dev: webhooks are signed with the secret in {data / 'webhook-secret'}")

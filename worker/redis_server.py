@@ -76,7 +76,8 @@ class RedisServer:
             "--logfile",
             str(self.directory / "server.log"),
         ]
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        # its own session: a Ctrl-C meant for the parent must not stop Redis before its clients
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
