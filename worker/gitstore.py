@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
 import re
 import subprocess
@@ -140,7 +139,7 @@ def fsync_dir(path: Path) -> None:
 
 def object_id(kind: str, data: bytes) -> str:
     """The git object id of ``data`` stored as ``kind`` (blob, tree, commit)."""
-    return hashlib.sha1(b"%s %d\x00" % (kind.encode(), len(data)) + data).hexdigest()
+    return raw_object_id(kind.encode(), data).hex()
 
 
 class _TreeCache:
@@ -802,8 +801,3 @@ class GitStore:
             for repo in self._open.values():
                 repo.close()
             self._open.clear()
-
-
-def iter_changes(plan: Plan) -> Iterable[str]:
-    """The changed paths of ``plan``, sorted (for logs and tests)."""
-    return sorted(plan.changes)

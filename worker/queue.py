@@ -106,11 +106,6 @@ async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
         await pipe.execute()
 
 
-async def queue_depth(redis: ArqRedis, partition: int) -> int:
-    """Jobs waiting (or running) on ``partition``."""
-    return int(await redis.zcard(queue_name(partition)))
-
-
 class PartitionRunner:
     """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
 
