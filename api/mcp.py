@@ -16,7 +16,7 @@ and as text for hosts that show only text. A refusal is an ``is_error`` result w
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Any
 
@@ -119,6 +119,14 @@ def _refusal(error: ErrorInfo, **extra: Any) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=_text(data))], structured_content=data, is_error=True)
 
 
+async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
+    """The tool result of an API call: its answer, or the refusal with a hint."""
+    try:
+        return _answer(await call)
+    except ClientError as exc:
+        return _refusal(exc.error)
+
+
 def _numbered(page: Page) -> str:
     head = f"{page.path} version={page.version} size={page.size} commit={page.commit}"
     if page.encoding != "utf-8":
@@ -143,10 +151,11 @@ def build_server(client_for: ClientFor, lifespan: Lifespan | None = None) -> MCP
         Read-only. Call it first to learn the wiki ids the other tools take. A wiki that is missing here
         either does not exist or is not visible to your token; the two look the same.
         """
-        try:
-            return _answer(WikiList(wikis=await client_for(ctx).list_wikis()))
-        except ClientError as exc:
-            return _refusal(exc.error)
+
+        async def wikis() -> WikiList:
+            return WikiList(wikis=await client_for(ctx).list_wikis())
+
+        return await _answered(wikis())
 
     @server.tool(title="List pages", annotations=READ_ONLY)
     async def list_pages(
@@ -165,10 +174,7 @@ def build_server(client_for: ClientFor, lifespan: Lifespan | None = None) -> MCP
         string prefix, not a glob. When next_cursor is not null there are more files: call again with
         cursor=next_cursor. Errors: WIKI_NOT_FOUND (see list_wikis).
         """
-        try:
-            return _answer(await client_for(ctx).list_pages(wiki, prefix, limit, cursor))
-        except ClientError as exc:
-            return _refusal(exc.error)
+        return await _answered(client_for(ctx).list_pages(wiki, prefix, limit, cursor))
 
     @server.tool(title="Read page", annotations=READ_ONLY)
     async def read_page(
@@ -211,10 +217,11 @@ def build_server(client_for: ClientFor, lifespan: Lifespan | None = None) -> MCP
         exactly `limit` matches may be cut short: narrow the query or raise the limit. Errors:
         WIKI_NOT_FOUND, INVALID_BATCH (an empty or multi-line query).
         """
-        try:
-            return _answer(MatchList(matches=await client_for(ctx).search(wiki, query, limit)))
-        except ClientError as exc:
-            return _refusal(exc.error)
+
+        async def matches() -> MatchList:
+            return MatchList(matches=await client_for(ctx).search(wiki, query, limit))
+
+        return await _answered(matches())
 
     @server.tool(
         title="Write batch (commits changes)",
@@ -305,10 +312,7 @@ def build_server(client_for: ClientFor, lifespan: Lifespan | None = None) -> MCP
         wait_seconds (up to 60) answers as soon as the job finishes: prefer it to calling in a loop.
         Errors: JOB_NOT_FOUND (unknown or expired id).
         """
-        try:
-            return _answer(await client_for(ctx).job(job_id, wait=wait_seconds))
-        except ClientError as exc:
-            return _refusal(exc.error)
+        return await _answered(client_for(ctx).job(job_id, wait=wait_seconds))
 
     @server.tool(
         title="Cancel job",
@@ -323,10 +327,7 @@ def build_server(client_for: ClientFor, lifespan: Lifespan | None = None) -> MCP
         it). Cancelling a job already cancelled succeeds again. Errors: NOT_CANCELLABLE (it is running or
         finished: its batch is or will be applied; see get_job), JOB_NOT_FOUND.
         """
-        try:
-            return _answer(await client_for(ctx).cancel(job_id))
-        except ClientError as exc:
-            return _refusal(exc.error)
+        return await _answered(client_for(ctx).cancel(job_id))
 
     return server
 
