@@ -1,7 +1,10 @@
 """Long-poll wake-ups: one Redis subscription per API process, fanned out to waiting requests.
 
-Workers publish a job id on ``wikiq:events`` when a job finishes; ``Waiters.wait`` returns as soon as that
-message arrives (or at the deadline). A waiter registers before it reads the record, so no finish is missed.
+Workers publish a job id on ``wikiq:events`` when a job finishes; a registered waiter is woken as soon as
+that message arrives. A waiter registers before it reads the record, so no finish is missed while the
+subscription is live. Pub/sub does not queue messages for an absent subscriber, so after a Redis outage every
+waiter is woken twice: when the outage is seen, and again once the subscription is back, so each re-reads
+its record (a finish published in the gap is then found in the record).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class Waiters:
     def __init__(self) -> None:
         self.events: dict[str, set[asyncio.Event]] = defaultdict(set)
         self.task: asyncio.Task[None] | None = None
+        self.subscribed = asyncio.Event()  # set while the subscription is live
 
     @contextlib.contextmanager
     def register(self, job_id: str) -> Iterator[asyncio.Event]:
@@ -53,16 +57,21 @@ class Waiters:
             try:
                 async with redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(EVENTS)
+                    self.subscribed.set()
+                    self._wake_all()  # anything published before this point is only in the records
                     async for message in pubsub.listen():
                         data = message.get("data")
                         if isinstance(data, bytes):
                             self.notify(data.decode())
             except RedisError as exc:
                 log.warning("event listener: Redis unavailable (%s)", exc)
-                # wake everyone so they re-read their record, then back off
-                for job_id in list(self.events):
-                    self.notify(job_id)
-                await asyncio.sleep(0.5)
+                self.subscribed.clear()
+                self._wake_all()
+                await asyncio.sleep(0.5)  # back off while Redis is away
+
+    def _wake_all(self) -> None:
+        for job_id in list(self.events):
+            self.notify(job_id)
 
     async def stop(self) -> None:
         """Stop listening."""

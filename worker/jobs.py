@@ -3,8 +3,11 @@
 ``apply_batch`` moves the record to ``running``, applies the batch in a thread (git work blocks), and records
 ``succeeded`` or ``failed``. A run that may have happened before (the record was already ``running``, or a
 compare-and-swap was lost) first looks for its own commit by its ``Wikiq-Job`` trailer and reports that
-commit instead of writing a second one. Unexpected errors make arq run the job again; only after
-``max_job_tries`` runs is it reported failed.
+commit instead of writing a second one. Unexpected errors, and Redis being away, make arq run the job again
+(``Retry``, never arq's "failed", which would drop the job with its record unfinished); only after
+``max_job_tries`` runs is it reported failed, by this module, never by arq. A job runs again at its place in
+the queue (no deferral, which would let the wiki's next batch overtake it), after a short back-off taken
+inside the job while its partition waits anyway.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from worker.webhooks import event_body, schedule_first
 
 log = logging.getLogger("wikiq.worker")
 MAX_SWAPS = 50
+RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
 
 
 @dataclass
@@ -117,18 +121,33 @@ def _finish(result: dict[str, Any] | None, error: dict[str, Any] | None) -> Any:
     return change
 
 
+async def _again(ctx: dict[str, Any]) -> Retry:
+    """Back off briefly (longer each try), then the ``Retry`` that runs this job again, first in line."""
+    await asyncio.sleep(0.05 * 2 ** min(int(ctx.get("job_try", 1)), 5))  # back-off before the same job
+    return Retry()
+
+
 async def _record(
-    jobs: JobStore, job_id: str, result: dict[str, Any] | None, error: dict[str, Any] | None
+    ctx: dict[str, Any],
+    jobs: JobStore,
+    job_id: str,
+    result: dict[str, Any] | None,
+    error: dict[str, Any] | None,
 ) -> JobRecord | None:
-    """Record the outcome, riding out a Redis restart (bounded); the commit is already durable."""
+    """Record the outcome, riding out a short Redis restart; the commit is already durable.
+
+    Gives up after ``RECORD_PATIENCE`` seconds (well inside arq's job timeout, which would drop the job) and
+    runs the job again, which then finds its commit by trailer and records it.
+    """
     delay = 0.05
-    for _ in range(200):
+    deadline = time.monotonic() + RECORD_PATIENCE
+    while time.monotonic() < deadline:
         try:
             return await jobs.update(job_id, _finish(result, error))
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
-    raise Retry(defer=1)
+    raise await _again(ctx)
 
 
 async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> None:
@@ -138,21 +157,24 @@ async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> No
     try:
         await schedule_first(ctx["redis"], record)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise Retry(defer=1) from exc
+        raise await _again(ctx) from exc
 
 
 async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> dict[str, Any]:
     """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
     if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
         telemetry.job_retry(job_id, exc)
-        raise Retry(defer=1) from exc
+        raise await _again(ctx) from exc
     return WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL").to_dict()
 
 
 async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
     deps: Deps = ctx["deps"]
-    record = await deps.jobs.update(job_id, _start)
+    try:
+        record = await deps.jobs.update(job_id, _start)
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise await _again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
     if record is None:
         return None
     if record.status != "running":
@@ -162,7 +184,7 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     telemetry.job_started(record)
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        finished = await _record(deps.jobs, job_id, None, gave_up.to_dict())
+        finished = await _record(ctx, deps.jobs, job_id, None, gave_up.to_dict())
         telemetry.job_finished(finished)
         await _schedule_webhook(ctx, finished)
         return "failed"
@@ -180,7 +202,7 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     except Exception as exc:
         log.exception("job %s: unexpected error", job_id)
         error = await _retry_or_give_up(ctx, deps, job_id, exc)
-    finished = await _record(deps.jobs, job_id, result, error)
+    finished = await _record(ctx, deps.jobs, job_id, result, error)
     telemetry.job_finished(finished)
     await _schedule_webhook(ctx, finished)
     return "failed" if error else "succeeded"

@@ -10,6 +10,12 @@ Worker processes share partitions fairly: each registers a heartbeat, aims for `
 partitions, takes free leases up to that, and hands back extras when idle. A killed process's leases
 expire after ``lease_seconds``; the next owner clears the dead run's in-progress marker so the interrupted
 job runs again first (its own commit is then found by trailer, see ``worker.jobs``).
+
+Redis going away mid-job (a restart) is ridden out the same way: a run that could not be finished in Redis
+leaves arq's in-progress marker (a clean shutdown persists it), which the consumer clears once Redis is back
+instead of waiting out arq's in-progress timeout; and since arq's ``start_jobs`` keeps its job slot taken
+when Redis fails half-way through starting a job, a consumer that saw an error continues with a fresh arq
+``Worker`` once nothing is in flight.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ log = logging.getLogger("wikiq.queue")
 
 WORKERS = "wikiq:workers"
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
+# arq never gives up on a batch or a delivery by itself (that would drop it with its record unfinished):
+# ``worker.jobs`` counts runs and records the failure after ``max_job_tries``; a delivery fails by schedule.
+ARQ_MAX_TRIES = 1_000_000
 
 
 def queue_name(partition: int) -> str:
@@ -106,31 +115,45 @@ async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
         await pipe.execute()
 
 
+_CLEAR_STALE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
+local n = 0
+for _, id in ipairs(ids) do n = n + redis.call('DEL', ARGV[2] .. id) end
+return n
+"""
+
+
 class PartitionRunner:
     """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
 
-    def __init__(self, partition: int, redis: ArqRedis, deps: Deps) -> None:
-        settings = deps.settings
+    def __init__(self, partition: int, redis: ArqRedis, deps: Deps, owner: str) -> None:
         self.partition = partition
         self.redis = redis
+        self.deps = deps
+        self.owner = owner
         self.wake = asyncio.Event()
         self.stopping = False
-        self.worker = Worker(
-            functions=[func(apply_batch, name="apply_batch", max_tries=settings.max_job_tries)],
-            queue_name=queue_name(partition),
-            redis_pool=redis,
+        self.worker = self._consumer()
+        self.task: asyncio.Task[None] | None = None
+
+    def _consumer(self) -> Worker:
+        """A fresh arq ``Worker`` for this partition's queue, one job at a time."""
+        return Worker(
+            functions=[func(apply_batch, name="apply_batch", max_tries=ARQ_MAX_TRIES)],
+            queue_name=queue_name(self.partition),
+            redis_pool=self.redis,
             handle_signals=False,
             max_jobs=1,
-            job_timeout=settings.job_timeout_seconds,
+            job_timeout=self.deps.settings.job_timeout_seconds,
             keep_result=0,
-            max_tries=settings.max_job_tries,
+            max_tries=ARQ_MAX_TRIES,
             health_check_interval=3600,
-            ctx={"deps": deps, "redis": redis},
+            ctx={"deps": self.deps, "redis": self.redis},
             job_serializer=_dumps,
             job_deserializer=_loads,
             log_results=False,
         )
-        self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Begin consuming in a task."""
@@ -141,29 +164,57 @@ class PartitionRunner:
         """True while a job of this partition is in flight."""
         return bool(self.worker.tasks)
 
-    async def _clear_stale_runs(self) -> None:
-        # We hold the lease, so any in-progress marker in this queue belongs to a run that is dead.
-        ids = await self.redis.zrange(queue_name(self.partition), 0, -1)
-        if ids:
-            keys = [in_progress_key_prefix + (i.decode() if isinstance(i, bytes) else i) for i in ids]
-            await self.redis.delete(*keys)
+    async def _clear_stale_runs(self) -> int:
+        """Delete the in-progress markers of this queue's jobs, if we still hold the lease.
+
+        Called only with no job of ours in flight, so any marker left belongs to a run that is over: a dead
+        process's, or ours when Redis went away before arq could finish the job. Atomic with the lease check,
+        so a partition already taken over by another process is left alone. The number of markers deleted,
+        or -1 when the lease is no longer ours.
+        """
+        args = (self.owner, in_progress_key_prefix)
+        keys = (lease_key(self.partition), queue_name(self.partition))
+        return int(await cast(Awaitable[Any], self.redis.eval(_CLEAR_STALE, 2, *keys, *args)))
+
+    async def _run_jobs(self) -> bool:
+        """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""
+        running = list(self.worker.tasks.items())
+        await asyncio.wait([task for _, task in running])
+        clean = True
+        for job_id, task in running:
+            self.worker.tasks.pop(job_id, None)  # reaped here, so arq's poll never re-raises it
+            error = None if task.cancelled() else task.exception()
+            if task.cancelled() or error is not None:
+                log.warning("partition %s: run of %s cut short (%r)", self.partition, job_id, error)
+                clean = False
+        return clean
 
     async def _run(self) -> None:
         backoff = 0.1
-        cleared = False
+        cleared = False  # the queue's stale in-progress markers are cleared (done first, and after errors)
+        fresh = True  # the arq Worker has seen no error
         while not self.stopping:
             self.wake.clear()
             try:
+                if self.worker.tasks:
+                    if not await self._run_jobs():
+                        cleared = False
+                    continue
+                if not fresh:
+                    self.worker, fresh = self._consumer(), True
                 if not cleared:
                     await self._clear_stale_runs()
                     cleared = True
                 await self.worker._poll_iteration()
                 if self.worker.tasks:
-                    await asyncio.wait(list(self.worker.tasks.values()))
                     continue
                 backoff = 0.1
-            except RedisError as exc:
-                log.warning("partition %s: Redis unavailable (%s); retrying", self.partition, exc)
+            except Exception as exc:  # the consumer must outlive any error; Redis being away is the usual one
+                if isinstance(exc, RedisError):
+                    log.warning("partition %s: Redis unavailable (%s); retrying", self.partition, exc)
+                else:
+                    log.exception("partition %s: consumer error; retrying", self.partition)
+                cleared = fresh = False
                 await asyncio.sleep(backoff)  # back off while Redis is away
                 backoff = min(backoff * 2, 2.0)
                 continue
@@ -211,17 +262,10 @@ class WorkerProcess:
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
-    def _webhook_worker(self) -> Worker:
+    def _webhook_worker(self, ctx: dict[str, Any]) -> Worker:
         settings = self.settings
-        ctx = {
-            "deps": self.deps,
-            "redis": self.redis,
-            "http": webhook_client(settings.webhook_allow_private, settings.webhook_timeout),
-            "signer": signer_for(settings.webhook_secret),
-            "rng": random.Random(),
-        }
         return Worker(
-            functions=[func(deliver_webhook, name="deliver_webhook", max_tries=5)],
+            functions=[func(deliver_webhook, name="deliver_webhook", max_tries=ARQ_MAX_TRIES)],
             queue_name=WEBHOOK_QUEUE,
             redis_pool=self.redis,
             handle_signals=False,
@@ -236,8 +280,11 @@ class WorkerProcess:
             log_results=False,
         )
 
-    async def _webhook_loop(self, worker: Worker) -> None:
+    async def _webhook_loop(self, ctx: dict[str, Any], workers: list[Worker]) -> None:
+        """Run arq's own loop on the webhook queue; after an error, go on with a fresh ``Worker``."""
         while True:
+            worker = self._webhook_worker(ctx)  # fresh: a failed start can leave arq's job slot taken
+            workers.append(worker)
             try:
                 await worker.main()
             except RedisError as exc:
@@ -246,11 +293,20 @@ class WorkerProcess:
 
     async def run(self) -> None:
         """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
-        webhooks = self._webhook_worker()
+        settings = self.settings
+        http = webhook_client(settings.webhook_allow_private, settings.webhook_timeout)
+        ctx = {
+            "deps": self.deps,
+            "redis": self.redis,
+            "http": http,
+            "signer": signer_for(settings.webhook_secret),
+            "rng": random.Random(),
+        }
+        webhook_workers: list[Worker] = []
         tasks = [
             asyncio.create_task(self._lease_loop()),
             asyncio.create_task(self._bell_loop()),
-            asyncio.create_task(self._webhook_loop(webhooks)),
+            asyncio.create_task(self._webhook_loop(ctx, webhook_workers)),
         ]
         try:
             await self.stopping.wait()
@@ -263,9 +319,10 @@ class WorkerProcess:
             await asyncio.gather(*(self._release(p) for p in list(self.runners)), return_exceptions=True)
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
-            if webhooks.tasks:  # let deliveries in flight finish (bounded)
-                await asyncio.wait(list(webhooks.tasks.values()), timeout=self.settings.webhook_timeout)
-            await webhooks.ctx["http"].aclose()
+            deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
+            if deliveries:  # let deliveries in flight finish (bounded)
+                await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
+            await http.aclose()
             self.deps.store.close()
 
     def stop(self) -> None:
@@ -302,7 +359,7 @@ class WorkerProcess:
                 if len(self.runners) >= target:
                     break
                 if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
-                    runner = PartitionRunner(partition, self.redis, self.deps)
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
                     self.runners[partition] = runner
                     runner.start()
                     log.info("partition %s: lease taken by %s", partition, self.id)

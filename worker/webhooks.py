@@ -26,6 +26,9 @@ from typing import Any
 
 import httpcore
 import httpx
+from arq import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from standardwebhooks import Webhook
 
 from worker import telemetry
@@ -175,7 +178,18 @@ async def schedule_first(redis: Any, record: JobRecord) -> None:
 
 
 async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
-    """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed."""
+    """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed.
+
+    If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
+    so a pending delivery outlives a Redis restart.
+    """
+    try:
+        return await _attempt(ctx, job_id, round_, attempt)
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise Retry(defer=1) from exc
+
+
+async def _attempt(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
     jobs: JobStore = ctx["deps"].jobs
     settings = ctx["deps"].settings
     record = await jobs.get(job_id)

@@ -21,6 +21,7 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses=ERROR_RESPONSES)
 App = Annotated[AppState, Depends(state)]
 Caller = Annotated[Principal, Depends(principal)]
 MAX_WAIT = 60.0
+RECHECK = 5.0  # a long-poll re-reads the record this often even without a wake-up (a lost pub/sub message)
 
 
 async def _visible(app: AppState, caller: Principal, job_id: str) -> JobRecord:
@@ -34,15 +35,22 @@ async def _visible(app: AppState, caller: Principal, job_id: str) -> JobRecord:
 async def get_job(
     job_id: str, app: App, caller: Caller, wait: Annotated[float, Query(ge=0)] = 0
 ) -> dict[str, Any]:
-    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S (at most 60) s."""
-    wait = min(wait, MAX_WAIT)
+    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S (at most 60) s.
+
+    The wait is woken by the finish message on ``wikiq:events``; the record is re-read on every wake-up
+    and at least every ``RECHECK`` seconds, so a message lost in a Redis outage costs latency, not the answer.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(wait, MAX_WAIT)
     with app.waiters.register(job_id) as finished:
-        record = await _visible(app, caller, job_id)
-        if wait and record.status not in FINISHED:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(finished.wait(), wait)
+        while True:
+            finished.clear()  # before the read: a finish published after it still wakes the wait below
             record = await _visible(app, caller, job_id)
-    return record.public()
+            left = deadline - loop.time()
+            if record.status in FINISHED or left <= 0:
+                return record.public()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), min(left, RECHECK))
 
 
 def _cancel(record: JobRecord) -> JobRecord | None:

@@ -1,0 +1,76 @@
+"""Riding out a Redis outage: long-poll wake-ups and stale in-progress markers, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from arq.constants import in_progress_key_prefix
+from redis.asyncio import Redis
+
+from api.waiters import Waiters
+from worker.gitstore import GitStore
+from worker.jobs import Deps
+from worker.jobstore import JobStore
+from worker.queue import PartitionRunner, connect, lease_key, queue_name
+from worker.redis_server import RedisServer
+from worker.settings import Settings
+
+
+async def test_waiters_wake_everyone_again_once_resubscribed(tmp_path: Path) -> None:
+    """A waiter registered while the subscription is down is woken when it is back, to re-read its record.
+
+    Pub/sub keeps nothing for an absent subscriber, so a job finishing in the gap is only in its record.
+    """
+    server = RedisServer(tmp_path / "redis", appendonly=False).start()
+    redis = Redis.from_url(server.url)
+    waiters = Waiters()
+    waiters.start(redis)
+    try:
+        await asyncio.wait_for(waiters.subscribed.wait(), 10)
+        with waiters.register("before") as before:
+            server.stop()
+            await asyncio.wait_for(before.wait(), 10)  # the outage itself wakes everyone
+        assert not waiters.subscribed.is_set()
+        with waiters.register("in-the-gap") as in_the_gap:
+            assert not in_the_gap.is_set()
+            server.start()
+            await asyncio.wait_for(in_the_gap.wait(), 15)
+            assert waiters.subscribed.is_set()
+        with waiters.register("after") as after:  # and live messages flow again
+            await redis.publish("wikiq:events", "after")
+            await asyncio.wait_for(after.wait(), 10)
+    finally:
+        await waiters.stop()
+        await redis.aclose()
+        server.stop()
+
+
+async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
+    redis_server: RedisServer, data_dir: Path
+) -> None:
+    """The markers of this partition's queued jobs go while we hold its lease; never once it is taken."""
+    settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
+    redis = await connect(redis_server.url)
+    deps = Deps(settings, GitStore(data_dir), JobStore(redis, 60))
+    partition = 917
+    runner = PartitionRunner(partition, redis, deps, owner="worker-a")
+    markers = [in_progress_key_prefix + job for job in ("j1", "j2")]
+    elsewhere = in_progress_key_prefix + "j-other-queue"
+    try:
+        await redis.zadd(queue_name(partition), {"j1": 1, "j2": 2})
+        for key in [*markers, elsewhere]:
+            await redis.set(key, b"1", px=600_000)
+
+        await redis.set(lease_key(partition), "worker-b")
+        assert await runner._clear_stale_runs() == -1
+        assert await redis.exists(*markers) == 2
+
+        await redis.set(lease_key(partition), "worker-a")
+        assert await runner._clear_stale_runs() == 2
+        assert await redis.exists(*markers) == 0
+        assert await redis.exists(elsewhere) == 1  # another queue's job is not ours to touch
+    finally:
+        await redis.delete(queue_name(partition), lease_key(partition), *markers, elsewhere)
+        deps.store.close()
+        await redis.aclose()
