@@ -184,25 +184,42 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     telemetry.job_started(record)
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        finished = await _record(ctx, deps.jobs, job_id, None, gave_up.to_dict())
-        telemetry.job_finished(finished)
-        await _schedule_webhook(ctx, finished)
+        await _finish_job(ctx, deps, job_id, None, gave_up.to_dict())
         return "failed"
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    outcome = asyncio.ensure_future(_apply(ctx, deps, record))
+    try:
+        result, error = await asyncio.shield(outcome)
+    except asyncio.CancelledError:
+        # arq's job timeout (or a shutdown) cancels the job, but git work cannot stop half-way: let it end,
+        # record what it did, then let the cancellation through. The job is never left "running".
+        result, error = await outcome
+        await _finish_job(ctx, deps, job_id, result, error)
+        raise
+    await _finish_job(ctx, deps, job_id, result, error)
+    return "failed" if error else "succeeded"
+
+
+async def _apply(
+    ctx: dict[str, Any], deps: Deps, record: JobRecord
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Check and commit the batch in a thread: ``(result, None)``, or ``(None, error)`` when refused."""
     try:
         repo = deps.store.open(record.wiki)
         policy = policy_for(repo.path)
-        result = await asyncio.to_thread(run_batch, repo, policy, record, record.runs > 1)
+        return await asyncio.to_thread(run_batch, repo, policy, record, record.runs > 1), None
     except WikiqError as exc:
         if exc.code != "INTERNAL":
-            error = exc.to_dict()
-        else:
-            error = await _retry_or_give_up(ctx, deps, job_id, exc)
+            return None, exc.to_dict()
+        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
     except Exception as exc:
-        log.exception("job %s: unexpected error", job_id)
-        error = await _retry_or_give_up(ctx, deps, job_id, exc)
+        log.exception("job %s: unexpected error", record.job_id)
+        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
+
+
+async def _finish_job(
+    ctx: dict[str, Any], deps: Deps, job_id: str, result: dict[str, Any] | None, error: dict[str, Any] | None
+) -> None:
+    """Record the outcome, tell the metrics and queue the webhook."""
     finished = await _record(ctx, deps.jobs, job_id, result, error)
     telemetry.job_finished(finished)
     await _schedule_webhook(ctx, finished)
-    return "failed" if error else "succeeded"
