@@ -120,10 +120,14 @@ def test_queue_gauges_leases_and_cancel(tmp_path: Path) -> None:
     try:
         service.create_wiki("q")
         partition = str(partition_of("q", 4))
-        first = scrape_when(service, lambda s: value(s, "wikiq_workers_live") == 1)
+        first = scrape_when(  # a starting worker takes its leases one by one: wait until it holds them all
+            service,
+            lambda s: (
+                value(s, "wikiq_workers_live") == 1 and sum(named(s, "wikiq_partition_owned").values()) == 4
+            ),
+        )
         worker = next(iter(named(first, "wikiq_worker_partitions")))
         assert named(first, "wikiq_worker_partitions") == {worker: 4.0}
-        assert sum(named(first, "wikiq_partition_owned").values()) == 4
 
         service.kill_worker(service.workers[0])
         submitted = time.monotonic()
