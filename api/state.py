@@ -27,7 +27,7 @@ class AppState:
     auth: Authenticator
 
 
-def state(request: Request) -> AppState:
-    """The API process's ``AppState`` (FastAPI dependency)."""
+async def state(request: Request) -> AppState:
+    """The API process's ``AppState`` (FastAPI dependency; ``async`` so it costs no thread hop)."""
     value: AppState = request.app.state.wikiq
     return value

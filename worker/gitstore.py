@@ -750,6 +750,11 @@ class GitStore:
         """Every wiki id, sorted."""
         return sorted(p.name[: -len(".git")] for p in self.root.glob("*.git") if (p / "HEAD").exists())
 
+    def opened(self, wiki: str) -> WikiRepo | None:
+        """The repository of ``wiki`` if it is open already (no I/O), else None."""
+        with self._lock:
+            return self._open.get(wiki)
+
     def open(self, wiki: str) -> WikiRepo:
         """The repository of ``wiki``; ``WikiNotFound`` when there is none."""
         with self._lock:
