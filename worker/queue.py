@@ -202,12 +202,12 @@ class PartitionRunner:
                     continue
                 if not fresh:
                     self.worker, fresh = self._consumer(), True
-                if not cleared:
-                    await self._clear_stale_runs()
-                    cleared = True
-                await self.worker._poll_iteration()
-                if self.worker.tasks:
-                    continue
+                if not cleared:  # -1: the lease lapsed or moved; start nothing until the lease loop decides
+                    cleared = await self._clear_stale_runs() >= 0
+                if cleared:
+                    await self.worker._poll_iteration()
+                    if self.worker.tasks:
+                        continue
                 backoff = 0.1
             except Exception as exc:  # the consumer must outlive any error; Redis being away is the usual one
                 if isinstance(exc, RedisError):
