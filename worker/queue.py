@@ -115,6 +115,11 @@ async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
         await pipe.execute()
 
 
+async def _script(redis: ArqRedis, script: str, keys: tuple[str, ...], *args: str) -> Any:
+    """Run the Lua ``script`` on ``keys`` with ``args``."""
+    return await cast(Awaitable[Any], redis.eval(script, len(keys), *keys, *args))
+
+
 _CLEAR_STALE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
@@ -172,9 +177,8 @@ class PartitionRunner:
         so a partition already taken over by another process is left alone. The number of markers deleted,
         or -1 when the lease is no longer ours.
         """
-        args = (self.owner, in_progress_key_prefix)
         keys = (lease_key(self.partition), queue_name(self.partition))
-        return int(await cast(Awaitable[Any], self.redis.eval(_CLEAR_STALE, 2, *keys, *args)))
+        return int(await _script(self.redis, _CLEAR_STALE, keys, self.owner, in_progress_key_prefix))
 
     async def _run_jobs(self) -> bool:
         """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""
@@ -242,10 +246,6 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-async def _script(redis: ArqRedis, script: str, key: str, *args: str) -> Any:
-    return await cast(Awaitable[Any], redis.eval(script, 1, key, *args))
 
 
 class WorkerProcess:
@@ -346,7 +346,7 @@ class WorkerProcess:
             pipe.zcard(WORKERS)
             *_, live = await pipe.execute()
         for partition in list(self.runners):
-            kept = await _script(self.redis, _RENEW, lease_key(partition), self.id, str(self.lease_ms))
+            kept = await _script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
             if not kept:
                 log.warning("partition %s: lease lost; stopping its consumer", partition)
                 runner = self.runners.pop(partition)
@@ -372,7 +372,7 @@ class WorkerProcess:
         if runner is not None:
             await runner.stop()
         with contextlib.suppress(RedisError):
-            await _script(self.redis, _RELEASE, lease_key(partition), self.id)
+            await _script(self.redis, _RELEASE, (lease_key(partition),), self.id)
             await ring(self.redis, partition)  # the next owner should look at once
 
     async def _bell_loop(self) -> None:
