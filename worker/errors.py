@@ -46,6 +46,14 @@ CODES = frozenset(
         "NOT_CANCELLABLE",
         "WEBHOOK_REFUSED",
         "RATE_LIMITED",
+        "REMOTE_NOT_FOUND",
+        "REMOTE_UNAVAILABLE",
+        "REMOTE_REJECTED",
+        "SECTION_NOT_FOUND",
+        "SECTION_AMBIGUOUS",
+        "FRONTMATTER_INVALID",
+        "PATTERN_INVALID",
+        "STORAGE_UNAVAILABLE",
         "INTERNAL",
     }
 )
