@@ -27,9 +27,9 @@ import git
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare, clone_worktree
 from bench.workload import Workload
-from worker import gitstore
 from worker.engine import preflight
-from worker.gitstore import GitStore, Identity, WikiRepo
+from worker.git import GitStore, Identity, WikiRepo
+from worker.git import refs as gitrefs
 
 AUTHOR = Identity("bench", "bench@localhost")
 WARMUP = 5
@@ -147,7 +147,7 @@ def run_engine(repo: WikiRepo, workload: Workload, commits: int) -> EngineRun:
     before = loose_objects(repo.path)
     wall: list[float] = []
     cpu = 0.0
-    with timed_calls(gitstore, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
+    with timed_calls(gitrefs, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
         for job in range(WARMUP, WARMUP + commits):
             seconds, cpu_seconds = engine_commit(repo, workload, job)
             wall.append(seconds)

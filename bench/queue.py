@@ -26,7 +26,7 @@ from bench.wikis import Layout, build_bare
 from bench.workload import Workload
 from tests.e2e.service import Service
 from worker.engine import Applied
-from worker.gitstore import GitStore
+from worker.git import GitStore
 from worker.redis_server import free_port
 
 LAYOUT = Layout("nested", 100)

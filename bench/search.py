@@ -7,7 +7,7 @@ import time
 
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare
-from worker.gitstore import GitStore
+from worker.git import GitStore
 
 QUERIES = {
     "rare": "Revision 0 of page 9876.",  # one page

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.engine import blob_id
-from worker.gitstore import INITIAL_FILES
+from worker.git import INITIAL_FILES
 
 PAGES_PER_FOLDER = 100
 EPOCH = 1_700_000_000

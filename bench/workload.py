@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from bench.wikis import Layout, page_text
 from worker.engine import Applied, blob_id
-from worker.ops import Batch, Create, Delete, Overwrite, Rename
+from worker.schema.edits import Batch, Create, Delete, Overwrite, Rename
 
 OVERWRITES = 6
 CREATES = 2

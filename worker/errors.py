@@ -11,7 +11,8 @@ and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes
     ├── NotCancellable         NOT_CANCELLABLE
     ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
-    └── WebhookRefused         WEBHOOK_REFUSED
+    ├── WebhookRefused         WEBHOOK_REFUSED
+    └── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
 
 ``RefMoved`` is internal: a compare-and-swap of ``refs/heads/main`` lost to another writer. It never
 reaches a client; the worker re-checks the batch on the new head.
@@ -115,6 +116,16 @@ class AccessDenied(WikiqError):
 
 class WebhookRefused(WikiqError):
     code = "WEBHOOK_REFUSED"
+
+
+class RateLimited(WikiqError):
+    """Too many requests (or too many bytes waiting); ``retry_after`` says when to try again."""
+
+    code = "RATE_LIMITED"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RefMoved(Exception):

@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from worker.ops import Limits
+from worker.schema.edits import Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 
@@ -34,8 +34,14 @@ class Settings(BaseSettings):
     webhook_timeout: Annotated[float, Field(gt=0, le=60)] = 15.0
     max_edits: Annotated[int, Field(ge=1)] = 1000
     max_content_bytes: Annotated[int, Field(ge=1)] = 8 * 1024 * 1024
+    max_file_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
+    max_batch_output_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     max_body_bytes: Annotated[int, Field(ge=1024)] = 12 * 1024 * 1024
+    max_queued_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
     job_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
+    dry_run_retention_seconds: Annotated[int, Field(ge=60)] = 3600
+    redeliver_interval_seconds: Annotated[int, Field(ge=0)] = 10
+    mcp_max_concurrent: Annotated[int, Field(ge=1)] = 16
     lease_seconds: Annotated[float, Field(gt=0.5, le=120)] = 5.0
     job_timeout_seconds: Annotated[float, Field(gt=1)] = 120.0
     max_job_tries: Annotated[int, Field(ge=1, le=100)] = 25
@@ -80,7 +86,12 @@ class Settings(BaseSettings):
     @property
     def limits(self) -> Limits:
         """The per-batch limits these settings configure."""
-        return Limits(max_edits=self.max_edits, max_content_bytes=self.max_content_bytes)
+        return Limits(
+            max_edits=self.max_edits,
+            max_content_bytes=self.max_content_bytes,
+            max_file_bytes=self.max_file_bytes,
+            max_output_bytes=self.max_batch_output_bytes,
+        )
 
 
 class SettingsError(Exception):

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from api.client import AsyncClient, Client, ClientError, ConnectionFailed, raise_for_error
-from api.models import Job
 from tests.e2e.service import Service
-from worker.ops import Batch, Create, Replace
 from worker.redis_server import free_port
+from worker.schema.answers import Job
+from worker.schema.edits import Batch, Create, Replace
 
 _serial = itertools.count()
 

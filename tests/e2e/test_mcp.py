@@ -199,8 +199,14 @@ async def test_bearer_token_is_the_callers(tmp_path: Path, transport: str) -> No
             outcome = data(await call(client, "write_batch", wiki="team", message="Ada writes", edits=[edit]))
         author = api.get("/v1/wikis/team/commits").json()["commits"][0]
         assert author["commit"] == outcome["commit"] and author["author"]["name"] == "ada"
-        async with connect(service, transport, token="wrong-token") as client:
-            assert error(await call(client, "list_wikis"))["code"] == "UNAUTHORIZED"
+        if transport == "http":  # refused at /mcp itself, before any tool list: nothing to connect to
+            wrong = {"Authorization": "Bearer wrong-token"}
+            listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            refused = httpx.post(f"{service.url}/mcp", json=listing, headers=wrong)
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHORIZED"
+        else:  # over stdio the tools run locally and the API refuses each call
+            async with connect(service, transport, token="wrong-token") as client:
+                assert error(await call(client, "list_wikis"))["code"] == "UNAUTHORIZED"
         api.close()
     finally:
         service.stop()

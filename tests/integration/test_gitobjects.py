@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worker.engine import blob_id, check_static, preflight
-from worker.gitobjects import (
+from worker.git import GitStore, Identity, WikiRepo
+from worker.git.maintenance import repack
+from worker.git.objects import (
     OBJ_BLOB,
     OBJ_COMMIT,
     OBJ_TREE,
@@ -30,8 +32,7 @@ from worker.gitobjects import (
     parse_tree,
     write_pack,
 )
-from worker.gitstore import GitStore, Identity, WikiRepo, _repack
-from worker.ops import Batch, Create, Delete, Edit, Overwrite
+from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite
 
 FILE, EXEC, LINK, GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 KIND = {FILE: "blob", EXEC: "blob", LINK: "blob", GITLINK: "commit", TREE_MODE: "tree"}
@@ -494,7 +495,7 @@ def test_two_hundred_commits_read_back_after_maintenance_repacks(tmp_path: Path)
     assert repo.packed.read(b"\x00" * 20) is None  # a miss: the reader drops the 201 packs git deleted
     assert set(repo.packed.packs) == pack_names(path)
     check_history(repo, checkpoints)
-    _repack(path, deltas=True)  # the idle repack, deltas on
+    repack(path, deltas=True)  # the idle repack, deltas on
     check_history(repo, checkpoints)
     # -f: git never tries a delta between two objects stored whole in the same pack (it takes that as an
     # earlier repack's verdict), so without it the window=0 pack above would stay undeltified.

@@ -10,8 +10,8 @@ import pytest
 
 from worker.engine import DictHead, NewFile, Plan, blob_id, check_static, preflight
 from worker.errors import BatchRejected, RefMoved, WikiExists, WikiNotFound
-from worker.gitstore import INITIAL_FILES, GitStore, Identity, WikiRepo
-from worker.ops import Batch, Create, Delete, Edit, Overwrite, Rename
+from worker.git import INITIAL_FILES, GitStore, Identity, WikiRepo
+from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite, Rename
 
 ALICE = Identity("Alice Example", "alice@example.org")
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from worker.gitstore import GitStore
-from worker.jobs import Deps, apply_batch
-from worker.jobstore import JobRecord, JobStore, now_iso
-from worker.queue import connect
+from worker.git import GitStore
+from worker.jobs.queue import connect
+from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.run import Deps, apply_batch
 from worker.redis_server import RedisServer
+from worker.schema.answers import Author
+from worker.schema.edits import Batch
 from worker.settings import Settings
 
 
@@ -40,12 +42,16 @@ async def test_cancelled_job_finishes_its_commit_and_records_it(
     redis = await connect(redis_server.url)
     jobs = JobStore(redis, 600)
     settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
+    batch = Batch.model_validate(
+        {"message": "m", "edits": [{"op": "create", "path": "wiki/a.md", "content": "a\n"}]}
+    )
     record = JobRecord(
         job_id="01CANCELLEDJOB0000000000001",
         wiki="cancelled",
-        submitted_at=now_iso(),
-        batch={"message": "m", "edits": [{"op": "create", "path": "wiki/a.md", "content": "a\n"}]},
-        author={"name": "Tester", "email": "tester@example.com"},
+        submitted_ms=now_ms(),
+        batch=batch,
+        summary=BatchSummary.of(batch),
+        author=Author(name="Tester", email="tester@example.com"),
         base=base,
     )
     await jobs.create(record)
@@ -64,7 +70,7 @@ async def test_cancelled_job_finishes_its_commit_and_records_it(
         after = await jobs.get(record.job_id)
         assert after is not None and after.status == "succeeded"
         commit = repo.find_job_commit(record.job_id, stop_at=base)
-        assert commit is not None and after.result is not None and after.result["commit"] == commit
+        assert commit is not None and after.result is not None and after.result.commit == commit
         assert repo.head() == commit
     finally:
         lock.unlink(missing_ok=True)

@@ -13,15 +13,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from api.metrics import Snapshot, SnapshotCollector
+from api.server.metrics import Snapshot, SnapshotCollector
 from worker.engine import preflight
-from worker.gitstore import GitStore, Identity, WikiRepo
-from worker.jobs import run_batch
-from worker.jobstore import JobRecord, now_iso
-from worker.metrics import RECORDER, Recorder, field
-from worker.ops import Create
-from worker.policy import policy_for
+from worker.git import GitStore, Identity, WikiRepo
+from worker.git.policy import policy_for
+from worker.jobs.records import BatchSummary, JobRecord, now_ms
+from worker.jobs.run import run_batch
 from worker.redis_server import RedisServer, free_port
+from worker.schema.answers import Author
+from worker.schema.edits import Batch, Create, Limits
+from worker.telemetry.metrics import RECORDER, Recorder, field
 
 
 def _render(stored: dict[str, float]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -147,19 +148,23 @@ def test_lost_swap_counts_one_cas_retry_and_one_commit(data_dir: Path) -> None:
     repo = _RacedRepo(path)
     repo.rival = GitStore(data_dir).open("race")
     content = "mine, 20 bytes long\n"
+    batch = Batch.model_validate(
+        {"message": "mine", "edits": [{"op": "create", "path": "wiki/mine.md", "content": content}]}
+    )
     record = JobRecord(
         job_id="01TESTRACE",
         wiki="race",
-        submitted_at=now_iso(),
-        batch={"message": "mine", "edits": [{"op": "create", "path": "wiki/mine.md", "content": content}]},
-        author={"name": "t", "email": "t@x"},
+        submitted_ms=now_ms(),
+        batch=batch,
+        summary=BatchSummary.of(batch),
+        author=Author(name="t", email="t@x"),
     )
     moved = field("wikiq_cas_retries", (("reason", "moved"),))
     edits_sum, bytes_sum = field("wikiq_commit_edits", (), "sum"), field("wikiq_commit_bytes", (), "sum")
     before = RECORDER.pending()
-    result = run_batch(repo, policy_for(path), record, maybe_ran=False)
+    result = run_batch(repo, policy_for(path), Limits(), record, maybe_ran=False)
     after = RECORDER.pending()
-    assert result["commit"] == repo.head()
+    assert result.commit == repo.head()
     assert after.get(moved, 0) - before.get(moved, 0) == 1
     assert after.get(edits_sum, 0) - before.get(edits_sum, 0) == 1
     assert after.get(bytes_sum, 0) - before.get(bytes_sum, 0) == len(content)

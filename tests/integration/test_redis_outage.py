@@ -8,11 +8,12 @@ from pathlib import Path
 from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 
-from api.waiters import Waiters
-from worker.gitstore import GitStore
-from worker.jobs import Deps
-from worker.jobstore import JobStore
-from worker.queue import PartitionRunner, connect, lease_key, queue_name
+from worker.git import GitStore
+from worker.jobs.consumer import PartitionRunner
+from worker.jobs.queue import connect, lease_key, queue_name
+from worker.jobs.records import JobStore
+from worker.jobs.run import Deps
+from worker.jobs.waiters import Waiters
 from worker.redis_server import RedisServer
 from worker.settings import Settings
 

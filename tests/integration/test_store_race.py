@@ -18,8 +18,8 @@ from typing import Any
 
 from worker.engine import blob_id, preflight
 from worker.errors import BatchRejected, RefMoved, WikiExists
-from worker.gitstore import GitStore, Identity
-from worker.ops import Create, Edit, Replace
+from worker.git import GitStore, Identity
+from worker.schema.edits import Create, Edit, Replace
 
 ROUNDS = 20
 TIMEOUT = 120

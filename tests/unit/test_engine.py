@@ -8,7 +8,7 @@ import pytest
 
 from worker.engine import Applied, DictHead, NewFile, Plan, blob_id, preflight
 from worker.errors import BatchRejected
-from worker.ops import Create, Delete, Edit, Overwrite, Rename, Replace
+from worker.schema.edits import Create, Delete, Edit, Overwrite, Rename, Replace
 
 A = b"# A\nalpha\n"
 B = b"# B\nbeta beta\n"

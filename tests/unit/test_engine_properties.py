@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from worker.engine import DictHead, preflight
 from worker.errors import BatchRejected
-from worker.gitstore import GitStore, Identity
-from worker.ops import Create, Delete, Edit, Overwrite, Rename, Replace
+from worker.git import GitStore, Identity
+from worker.schema.edits import Create, Delete, Edit, Overwrite, Rename, Replace
 
 HEAD_PATHS = [
     "wiki/a.md",

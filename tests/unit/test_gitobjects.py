@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.gitobjects import (
+from worker.git.objects import (
     EMPTY_TREE,
     MAX_DELTA_CHAIN,
     OBJ_BLOB,

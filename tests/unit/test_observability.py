@@ -8,9 +8,13 @@ import logging
 
 import structlog
 
-from api.doctor import Finding, _ranges, redacted, report
-from worker import logs, telemetry
-from worker.metrics import bound_text, field, parse_field
+from api.cli.doctor import Finding, _ranges, redacted, report
+from worker.jobs import events as telemetry
+from worker.schema.answers import Attempt
+from worker.telemetry import logs
+from worker.telemetry.metrics import bound_text, field, parse_field
+
+AT = "2026-01-01T00:00:00.000Z"
 
 
 def test_field_round_trips_and_cleans_separators() -> None:
@@ -32,9 +36,9 @@ def test_webhook_outcomes() -> None:
         500: "http_5xx",
     }
     for status, outcome in cases.items():
-        assert telemetry.webhook_outcome({"status": status, "error": None}) == outcome
-    assert telemetry.webhook_outcome({"status": None, "error": "timeout"}) == "timeout"
-    assert telemetry.webhook_outcome({"status": None, "error": "ConnectError: refused"}) == "network"
+        assert telemetry.webhook_outcome(Attempt(at=AT, status=status)) == outcome
+    assert telemetry.webhook_outcome(Attempt(at=AT, error="timeout")) == "timeout"
+    assert telemetry.webhook_outcome(Attempt(at=AT, error="ConnectError: refused")) == "network"
 
 
 def test_log_lines_are_json_and_drop_content_keys() -> None:

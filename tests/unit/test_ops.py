@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from worker.engine import DictHead, check_static, preflight
 from worker.errors import BatchRejected
-from worker.ops import Batch, Create, Delete, Limits, Overwrite, Rename, Replace, decoded
+from worker.schema.edits import Batch, Create, Delete, Limits, Overwrite, Rename, Replace, decoded
 
 V = "0" * 40
 

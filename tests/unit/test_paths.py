@@ -6,9 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from worker.engine import DictHead, blob_id, check_static, preflight
-from worker.errors import BatchRejected
-from worker.ops import Batch, Create, Delete, Edit, Overwrite, Rename, Replace
-from worker.paths import (
+from worker.engine.paths import (
     DEFAULT_POLICY,
     MAX_PATH_BYTES,
     MAX_SEGMENT_BYTES,
@@ -16,6 +14,8 @@ from worker.paths import (
     check_path,
     path_problem,
 )
+from worker.errors import BatchRejected
+from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite, Rename, Replace
 
 
 def _long_path(total: int) -> str:

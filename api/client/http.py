@@ -1,0 +1,430 @@
+"""Python client of the wikiq HTTP API: ``Client`` (sync) and ``AsyncClient`` (async), the same methods.
+
+    from api.client import Client
+
+    with Client() as wikiq:                                  # WIKIQ_URL / WIKIQ_TOKEN, or arguments
+        page = wikiq.read_page("homelab", "wiki/redis.md")
+        job = wikiq.submit("homelab", batch, wait=True)      # a Job: job.result.commit, job.error
+
+Every refusal raises ``ClientError`` carrying the contract's ``code``, ``message`` and ``index`` and the
+HTTP ``status``; a server that cannot be reached raises its subclass ``ConnectionFailed``. A batch that the
+worker refuses is not an exception: it is a ``Job`` with ``status == "failed"`` and its ``error``
+(``raise_for_error(job)`` turns it into one).
+
+Both clients build the same ``_Call`` descriptions and differ only in how they send them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from worker.schema.answers import CommitInfo, ErrorInfo, Job, Match, Page, PageInfo, PageList, WikiInfo
+from worker.schema.edits import Batch
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+MAX_WAIT = 60.0  # the API answers a long-poll after at most this many seconds
+_SLACK = 30.0  # read timeout over a long-poll's own wait
+T = TypeVar("T")
+
+
+class ClientError(Exception):
+    """A refusal from the API: the contract's ``code``, ``message`` and ``index``, and the HTTP ``status``."""
+
+    def __init__(self, code: str, message: str, index: int | None = None, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}" + (f" (edit {index})" if index is not None else ""))
+        self.code = code
+        self.message = message
+        self.index = index
+        self.status = status
+
+    @property
+    def error(self) -> ErrorInfo:
+        """The contract's error object."""
+        return ErrorInfo(code=self.code, message=self.message, index=self.index)
+
+
+class ConnectionFailed(ClientError):
+    """The server could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("UNREACHABLE", message)
+
+
+def raise_for_error(job: Job) -> Job:
+    """``job`` itself, or ``ClientError`` with the job's error when it failed."""
+    if job.status == "failed":
+        error = job.error or ErrorInfo(code="INTERNAL", message="the job failed without an error")
+        raise ClientError(error.code, error.message, error.index)
+    return job
+
+
+def settings_from_env(url: str | None, token: str | None) -> tuple[str, str | None]:
+    """The server URL and token: the arguments, else ``WIKIQ_URL`` / ``WIKIQ_TOKEN``, else the defaults."""
+    url = url or os.environ.get("WIKIQ_URL") or DEFAULT_URL
+    token = token if token is not None else os.environ.get("WIKIQ_TOKEN") or None
+    return url.rstrip("/"), token
+
+
+def _budget(wait: float | bool) -> float | None:
+    """Seconds to wait in all: None for ``True`` (until finished), 0 for ``False``."""
+    if wait is True:
+        return None
+    if wait is False:
+        return 0.0
+    return max(float(wait), 0.0)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _path(value: str) -> str:
+    return quote(value, safe="/")
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One API request and how to read its answer."""
+
+    method: str
+    url: str
+    parse: Callable[[Any], T]
+    params: dict[str, Any] | None = None
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+def _wikis(body: Any) -> list[WikiInfo]:
+    return [WikiInfo.model_validate(w) for w in body["wikis"]]
+
+
+def _jobs(body: Any) -> list[Job]:
+    return [Job.model_validate(j) for j in body["jobs"]]
+
+
+def _commits(body: Any) -> list[CommitInfo]:
+    return [CommitInfo.model_validate(c) for c in body["commits"]]
+
+
+def _matches(body: Any) -> list[Match]:
+    return [Match.model_validate(m) for m in body["matches"]]
+
+
+def _submitted(wiki: str) -> Callable[[Any], Job]:
+    def parse(body: Any) -> Job:
+        return Job.model_validate({"wiki": wiki, **body})
+
+    return parse
+
+
+class _Calls:
+    """The requests of every API operation, shared by the sync and async clients."""
+
+    @staticmethod
+    def list_wikis() -> _Call[list[WikiInfo]]:
+        return _Call("GET", "/v1/wikis", _wikis)
+
+    @staticmethod
+    def create_wiki(wiki: str) -> _Call[WikiInfo]:
+        return _Call("POST", "/v1/wikis", WikiInfo.model_validate, json={"id": wiki})
+
+    @staticmethod
+    def list_pages(wiki: str, prefix: str, limit: int, cursor: str | None) -> _Call[PageList]:
+        params: dict[str, Any] = {"prefix": prefix, "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/pages", PageList.model_validate, params=params)
+
+    @staticmethod
+    def read_page(wiki: str, path: str) -> _Call[Page]:
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/pages/{_path(path)}", Page.model_validate)
+
+    @staticmethod
+    def search(wiki: str, query: str, limit: int) -> _Call[list[Match]]:
+        params = {"q": query, "limit": limit}
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/search", _matches, params=params)
+
+    @staticmethod
+    def commits(wiki: str, limit: int) -> _Call[list[CommitInfo]]:
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/commits", _commits, params={"limit": limit})
+
+    @staticmethod
+    def submit(wiki: str, batch: Batch | Mapping[str, Any], idempotency_key: str | None) -> _Call[Job]:
+        body = batch.model_dump(mode="json", exclude_none=True) if isinstance(batch, Batch) else dict(batch)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+        url = f"/v1/wikis/{_segment(wiki)}/batches"
+        return _Call("POST", url, _submitted(wiki), json=body, headers=headers)
+
+    @staticmethod
+    def job(job_id: str, wait: float) -> _Call[Job]:
+        wait = min(max(wait, 0.0), MAX_WAIT)
+        params = {"wait": round(wait, 3)} if wait > 0 else None
+        return _Call("GET", f"/v1/jobs/{_segment(job_id)}", Job.model_validate, params, timeout=wait + _SLACK)
+
+    @staticmethod
+    def cancel(job_id: str) -> _Call[Job]:
+        return _Call("DELETE", f"/v1/jobs/{_segment(job_id)}", Job.model_validate)
+
+    @staticmethod
+    def jobs(wiki: str, status: str | None, limit: int) -> _Call[list[Job]]:
+        params: dict[str, Any] = {"limit": limit}
+        if status:
+            params["status"] = status
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/jobs", _jobs, params=params)
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    headers = {"User-Agent": "wikiq-client/0.1"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _answer(call: _Call[T], response: httpx.Response) -> T:
+    if response.is_success:
+        return call.parse(response.json())
+    try:
+        error = ErrorInfo.model_validate(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        text = response.text[:200].strip() or response.reason_phrase
+        raise ClientError(f"HTTP_{response.status_code}", text, None, response.status_code) from None
+    raise ClientError(error.code, error.message, error.index, response.status_code)
+
+
+def _unreachable(url: str, exc: httpx.TransportError) -> ConnectionFailed:
+    reason = str(exc) or type(exc).__name__
+    return ConnectionFailed(f"cannot reach the wikiq API at {url}: {reason}")
+
+
+class _Base:
+    def __init__(self, url: str | None, token: str | None, timeout: float) -> None:
+        self.url, self.token = settings_from_env(url, token)
+        self.timeout = timeout
+
+    def _send_kwargs(self, call: _Call[Any]) -> dict[str, Any]:
+        headers = dict(_headers(self.token), **call.headers)
+        timeout = call.timeout if call.timeout is not None else self.timeout
+        kwargs: dict[str, Any] = {"params": call.params, "headers": headers, "timeout": timeout}
+        if call.json is not None:
+            kwargs["json"] = call.json
+        return kwargs
+
+
+class Client(_Base):
+    """Synchronous client; use it as a context manager or call ``close()``."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(url, token, timeout)
+        self._own = http is None
+        self.http = http if http is not None else httpx.Client()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool (unless it was handed in)."""
+        if self._own:
+            self.http.close()
+
+    def _run(self, call: _Call[T]) -> T:
+        try:
+            response = self.http.request(call.method, self.url + call.url, **self._send_kwargs(call))
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return _answer(call, response)
+
+    def list_wikis(self) -> list[WikiInfo]:
+        """Every wiki the caller may read, with its head."""
+        return self._run(_Calls.list_wikis())
+
+    def create_wiki(self, wiki: str) -> WikiInfo:
+        """Create a wiki (index.md, log.md, schema.md in one initial commit)."""
+        return self._run(_Calls.create_wiki(wiki))
+
+    def list_pages(
+        self, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None
+    ) -> PageList:
+        """One page of the files at the head under ``prefix``, sorted by path."""
+        return self._run(_Calls.list_pages(wiki, prefix, limit, cursor))
+
+    def iter_pages(self, wiki: str, prefix: str = "", page_size: int = 1000) -> Iterator[PageInfo]:
+        """Every file at the head under ``prefix``, following the cursors."""
+        cursor: str | None = None
+        while True:
+            listing = self.list_pages(wiki, prefix, page_size, cursor)
+            yield from listing.pages
+            if not listing.next_cursor:
+                return
+            cursor = listing.next_cursor
+
+    def read_page(self, wiki: str, path: str) -> Page:
+        """A file at the head: content, encoding, version, size and commit."""
+        return self._run(_Calls.read_page(wiki, path))
+
+    def read_bytes(self, wiki: str, path: str) -> bytes:
+        """A file's exact bytes at the head."""
+        return self.read_page(wiki, path).data()
+
+    def search(self, wiki: str, query: str, limit: int = 100) -> list[Match]:
+        """Lines at the head that contain ``query`` (literal, case-insensitive)."""
+        return self._run(_Calls.search(wiki, query, limit))
+
+    def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:
+        """Commits of ``main``, newest first."""
+        return self._run(_Calls.commits(wiki, limit))
+
+    def submit(
+        self,
+        wiki: str,
+        batch: Batch | Mapping[str, Any],
+        *,
+        wait: float | bool = False,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Queue a batch; with ``wait`` (True, or seconds) long-poll its job until finished or that long."""
+        job = self._run(_Calls.submit(wiki, batch, idempotency_key))
+        return job if job.finished or _budget(wait) == 0 else self.job(job.job_id, wait=wait)
+
+    def job(self, job_id: str, *, wait: float | bool = False) -> Job:
+        """A job; with ``wait`` (True, or seconds) long-poll until it is finished or that long."""
+        budget = _budget(wait)
+        end = None if budget is None else time.monotonic() + budget
+        while True:
+            left = MAX_WAIT if end is None else min(MAX_WAIT, end - time.monotonic())
+            job = self._run(_Calls.job(job_id, left))
+            if job.finished or left <= 0 or (end is not None and time.monotonic() >= end):
+                return job
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a job that has not started (``NOT_CANCELLABLE`` once it has)."""
+        return self._run(_Calls.cancel(job_id))
+
+    def jobs(self, wiki: str, status: str | None = None, limit: int = 50) -> list[Job]:
+        """A wiki's recent jobs, newest first."""
+        return self._run(_Calls.jobs(wiki, status, limit))
+
+
+class AsyncClient(_Base):
+    """Asynchronous client with the methods of ``Client``; use it with ``async with`` or ``aclose()``."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(url, token, timeout)
+        self._own = http is None
+        self.http = http if http is not None else httpx.AsyncClient()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (unless it was handed in)."""
+        if self._own:
+            await self.http.aclose()
+
+    async def _run(self, call: _Call[T]) -> T:
+        try:
+            response = await self.http.request(call.method, self.url + call.url, **self._send_kwargs(call))
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return _answer(call, response)
+
+    async def list_wikis(self) -> list[WikiInfo]:
+        """Every wiki the caller may read, with its head."""
+        return await self._run(_Calls.list_wikis())
+
+    async def create_wiki(self, wiki: str) -> WikiInfo:
+        """Create a wiki (index.md, log.md, schema.md in one initial commit)."""
+        return await self._run(_Calls.create_wiki(wiki))
+
+    async def list_pages(
+        self, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None
+    ) -> PageList:
+        """One page of the files at the head under ``prefix``, sorted by path."""
+        return await self._run(_Calls.list_pages(wiki, prefix, limit, cursor))
+
+    async def iter_pages(self, wiki: str, prefix: str = "", page_size: int = 1000) -> AsyncIterator[PageInfo]:
+        """Every file at the head under ``prefix``, following the cursors."""
+        cursor: str | None = None
+        while True:
+            listing = await self.list_pages(wiki, prefix, page_size, cursor)
+            for page in listing.pages:
+                yield page
+            if not listing.next_cursor:
+                return
+            cursor = listing.next_cursor
+
+    async def read_page(self, wiki: str, path: str) -> Page:
+        """A file at the head: content, encoding, version, size and commit."""
+        return await self._run(_Calls.read_page(wiki, path))
+
+    async def read_bytes(self, wiki: str, path: str) -> bytes:
+        """A file's exact bytes at the head."""
+        return (await self.read_page(wiki, path)).data()
+
+    async def search(self, wiki: str, query: str, limit: int = 100) -> list[Match]:
+        """Lines at the head that contain ``query`` (literal, case-insensitive)."""
+        return await self._run(_Calls.search(wiki, query, limit))
+
+    async def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:
+        """Commits of ``main``, newest first."""
+        return await self._run(_Calls.commits(wiki, limit))
+
+    async def submit(
+        self,
+        wiki: str,
+        batch: Batch | Mapping[str, Any],
+        *,
+        wait: float | bool = False,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Queue a batch; with ``wait`` (True, or seconds) long-poll its job until finished or that long."""
+        job = await self._run(_Calls.submit(wiki, batch, idempotency_key))
+        return job if job.finished or _budget(wait) == 0 else await self.job(job.job_id, wait=wait)
+
+    async def job(self, job_id: str, *, wait: float | bool = False) -> Job:
+        """A job; with ``wait`` (True, or seconds) long-poll until it is finished or that long."""
+        budget = _budget(wait)
+        end = None if budget is None else time.monotonic() + budget
+        while True:
+            left = MAX_WAIT if end is None else min(MAX_WAIT, end - time.monotonic())
+            job = await self._run(_Calls.job(job_id, left))
+            if job.finished or left <= 0 or (end is not None and time.monotonic() >= end):
+                return job
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a job that has not started (``NOT_CANCELLABLE`` once it has)."""
+        return await self._run(_Calls.cancel(job_id))
+
+    async def jobs(self, wiki: str, status: str | None = None, limit: int = 50) -> list[Job]:
+        """A wiki's recent jobs, newest first."""
+        return await self._run(_Calls.jobs(wiki, status, limit))

@@ -1,0 +1,156 @@
+"""``/mcp``: the MCP tools served by the API itself (Streamable HTTP, stateless, JSON answers).
+
+Tool calls go straight to the service in process, acting as the principal of the request's bearer token;
+no URL is ever derived from request headers and nothing loops back over the network. The token is checked
+here, before any tool list or call (``401`` with the contract's error object for a missing or unknown one),
+and each principal may have at most ``WIKIQ_MCP_MAX_CONCURRENT`` MCP requests in flight (``429`` beyond).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.mcp.tools import Backend, Refused, build_server
+from api.server.auth import Principal, principal
+from api.server.deps import AppState
+from worker.errors import WikiqError
+from worker.schema.answers import ErrorInfo, Job, MatchList, Page, PageList, WikiList
+from worker.schema.edits import Batch
+from worker.service import Service
+
+
+class ServiceBackend:
+    """The tools' backend in the API process: the service, called as ``caller``."""
+
+    def __init__(self, service: Service, caller: Principal) -> None:
+        self.service = service
+        self.caller = caller
+
+    async def _call(self, call: Any) -> Any:
+        try:
+            return await call
+        except WikiqError as exc:
+            raise Refused(ErrorInfo(code=exc.code, message=exc.message, index=exc.index)) from None
+
+    async def list_wikis(self) -> WikiList:
+        found: WikiList = await self._call(self.service.reads.list_wikis(self.caller))
+        return found
+
+    async def list_pages(self, wiki: str, prefix: str, limit: int, cursor: str | None) -> PageList:
+        found: PageList = await self._call(
+            self.service.reads.list_pages(self.caller, wiki, prefix, limit, cursor)
+        )
+        return found
+
+    async def read_page(self, wiki: str, path: str) -> Page:
+        found: Page = await self._call(self.service.reads.read_page(self.caller, wiki, path))
+        return found
+
+    async def search(self, wiki: str, query: str, limit: int) -> MatchList:
+        found: MatchList = await self._call(self.service.reads.search(self.caller, wiki, query, limit))
+        return found
+
+    async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job:
+        answer = await self._call(self.service.submissions.submit(self.caller, wiki, batch, idempotency_key))
+        if isinstance(answer, Job) and (answer.finished or wait <= 0):
+            return answer
+        return await self.job(answer.job_id, wait)
+
+    async def job(self, job_id: str, wait: float) -> Job:
+        found: Job = await self._call(self.service.jobs.get(self.caller, job_id, wait))
+        return found
+
+    async def cancel(self, job_id: str) -> Job:
+        found: Job = await self._call(self.service.jobs.cancel(self.caller, job_id))
+        return found
+
+
+def _refusal(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "index": None}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class _Guard:
+    """Authenticates every ``/mcp`` request before the MCP app sees it, and bounds each principal's
+    requests in flight; the principal is left in ``request.state`` for the tools."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            caller = await principal(request)
+        except WikiqError as exc:
+            await _refusal(401, exc.code, exc.message, **{"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        if self.in_flight[caller.id] >= self.limit:
+            message = f"more than {self.limit} MCP requests in flight for your token; wait for one to end"
+            await _refusal(429, "RATE_LIMITED", message, **{"Retry-After": "1"})(scope, receive, send)
+            return
+        self.in_flight[caller.id] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[caller.id] -= 1
+            if not self.in_flight[caller.id]:
+                del self.in_flight[caller.id]
+
+
+def mount(app: FastAPI, settings: Any) -> None:
+    """Serve the MCP tools at ``/mcp`` on ``app``."""
+
+    def backend_for(ctx: Context) -> Backend:
+        request = ctx.request_context.request
+        assert isinstance(request, Request), "the HTTP transport hands tools the Starlette request"
+        state: AppState = request.app.state.wikiq
+        caller = request.state.principal  # set by _Guard (through api.server.auth.principal)
+        assert isinstance(caller, Principal)
+        return ServiceBackend(state.service, caller)
+
+    server = build_server(backend_for)
+    single_user = settings.tokens_file is None
+    security = TransportSecuritySettings(
+        # single-user mode listens on loopback only: refuse requests a DNS-rebinding page could forge
+        enable_dns_rebinding_protection=single_user,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+    http_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
+    for route in http_app.routes:
+        if isinstance(route, Route):
+            route = Route(
+                route.path, endpoint=_Guard(route.app, settings.mcp_max_concurrent), methods=route.methods
+            )
+        app.router.routes.append(route)
+
+    outer = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(target: Any) -> AsyncIterator[Any]:
+        async with outer(target) as state, server.session_manager.run():
+            yield state
+
+    app.router.lifespan_context = lifespan

@@ -1,0 +1,62 @@
+"""Commit objects as wikiq reads and writes them: identities, the ``Wikiq-Job`` trailer, parsing.
+
+Every commit wikiq makes ends with the trailer ``Wikiq-Job: <job id>``; only the last such line counts, so
+a caller's message cannot pass itself off as another job's commit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+JOB_TRAILER = "Wikiq-Job"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A git author or committer."""
+
+    name: str
+    email: str
+
+    def line(self, when: int) -> bytes:
+        """``Name <email> <epoch> +0000`` with characters git cannot store removed."""
+        name = re.sub(r"[<>\n\r\x00]", "", self.name).strip() or "unknown"
+        email = re.sub(r"[<>\n\r\x00\s]", "", self.email)
+        return f"{name} <{email}> {when} +0000".encode()
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One commit of ``main`` as the API shows it."""
+
+    commit: str
+    message: str
+    author: Identity
+    time: int
+    job_id: str | None
+    parents: tuple[str, ...]
+
+
+SERVICE = Identity("wikiq", "wikiq@localhost")
+
+
+def parse_commit(oid: str, data: bytes) -> CommitInfo:
+    """Read the fields wikiq shows from a raw commit object."""
+    header, _, message_bytes = data.partition(b"\n\n")
+    parents: list[str] = []
+    author = Identity("unknown", "")
+    when = 0
+    for line in header.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"parent":
+            parents.append(value.decode())
+        elif key == b"author":
+            match = re.match(rb"^(.*) <(.*)> (\d+) ", value)
+            if match:
+                author = Identity(match[1].decode("utf-8", "replace"), match[2].decode("utf-8", "replace"))
+                when = int(match[3])
+    message = message_bytes.decode("utf-8", "replace")
+    # wikiq appends its trailer last; a "Wikiq-Job:" line inside the caller's message must not count
+    jobs = re.findall(rf"^{JOB_TRAILER}: (\S+)\s*$", message, re.MULTILINE)
+    return CommitInfo(oid, message, author, when, jobs[-1] if jobs else None, tuple(parents))

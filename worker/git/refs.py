@@ -1,0 +1,132 @@
+"""``refs/heads/main``: reading it, and moving it by compare-and-swap under git's own lock protocol.
+
+``swap_main`` is the only way wikiq moves a branch: take ``main.lock`` (``O_EXCL``), check the ref is still at
+the expected commit, write the new id into the lock, publish the pack holding the new objects, make
+everything durable with ONE ``syncfs``, rename the lock over the ref, fsync the folder. A SIGKILL anywhere
+leaves at worst a ``tmp_`` file, an unreferenced pack or a stale lock, never a ref to objects that are not
+on disk. A lock older than ``STALE_LOCK_SECONDS`` is a dead writer's (a swap holds it for milliseconds, and
+only a partition's lease holder writes a wiki) and is broken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import time
+from pathlib import Path
+
+from worker.errors import RefLocked, RefMoved
+from worker.git.objects import PendingPack
+
+MAIN = "refs/heads/main"
+STALE_LOCK_SECONDS = 5.0
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty page of the file system holding ``path`` to disk (one ``syncfs``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_ref(repo: Path, ref: str = MAIN) -> str | None:
+    """The commit ``ref`` points at, read from its file (or packed-refs), None when it does not exist."""
+    try:
+        fd = os.open(repo / ref, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        pass
+    else:
+        try:
+            return os.read(fd, 256).decode().strip() or None
+        finally:
+            os.close(fd)
+    try:
+        for line in (repo / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def swap_main(repo: Path, expected: str | None, new: str, pack: PendingPack | None = None) -> None:
+    """Move ``main`` of ``repo`` from ``expected`` to ``new``, publishing ``pack`` first (see the module).
+
+    Raises ``RefMoved`` when ``main`` is not at ``expected`` and ``RefLocked`` when another writer holds the
+    lock; on any failure the unpublished pack is deleted and the lock (if ours) removed.
+    """
+    ref = repo / MAIN
+    lock = ref.with_name(ref.name + ".lock")
+    held = False  # the lock path is ours until renamed; after that it may be another writer's lock
+    fd = -1
+    try:
+        fd = _take_lock(lock, expected)
+        held = True
+        actual = read_ref(repo)
+        if actual != expected:
+            raise RefMoved(expected, actual)
+        os.write(fd, new.encode() + b"\n")
+        os.close(fd)
+        fd = -1
+        if pack is not None:
+            pack.publish()
+        sync_filesystem(repo)  # new objects and the lock's content, in one flush
+        os.rename(lock, ref)
+        held = False
+        fsync_dir(ref.parent)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if held:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+        if pack is not None:
+            pack.discard()
+
+
+def _take_lock(lock: Path, expected: str | None) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        return os.open(lock, flags, 0o644)
+    except FileNotFoundError:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        if not _break_stale_lock(lock):
+            raise RefLocked(expected) from None
+    try:
+        return os.open(lock, flags, 0o644)
+    except FileExistsError:
+        raise RefLocked(expected) from None
+
+
+def _break_stale_lock(lock: Path) -> bool:
+    """Remove ``lock`` if it is older than ``STALE_LOCK_SECONDS``: its writer died (SIGKILL mid-swap).
+
+    A swap holds the lock for milliseconds, and only the partition's lease holder writes a wiki, so an old
+    lock can only be a dead writer's. Returns True when the lock is gone.
+    """
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return True
+    if age < STALE_LOCK_SECONDS:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock)
+    return True

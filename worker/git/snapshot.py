@@ -1,0 +1,153 @@
+"""Reading trees: the process-wide cache of parsed trees, commit-to-tree ids, and ``Snapshot``, the engine's
+view of one commit's tree."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from worker.git.objects import TREE_MODE, Tree
+
+if TYPE_CHECKING:
+    from worker.git.repo import WikiRepo
+
+TREE_CACHE_ENTRIES = 250_000  # per open repository: ~100k pages of head plus recent versions
+
+COMMIT_CACHE = 4096
+
+FILE_MODE = 0o100644
+EXEC_MODE = 0o100755
+
+
+class TreeCache:
+    """Parsed trees by id, least recently used dropped first, bounded by their total number of entries.
+
+    Trees never change, so none goes stale. Counting entries rather than trees keeps one wide folder (whose
+    every version is a full copy) from holding thousands of big trees. Thread-safe: snapshots read it from
+    API threads while a commit writes it.
+    """
+
+    def __init__(self, capacity: int = TREE_CACHE_ENTRIES) -> None:
+        self.capacity = capacity
+        self.trees: OrderedDict[str, Tree] = OrderedDict()
+        self.entries = 0
+        self._lock = threading.Lock()
+
+    def get(self, tree_id: str) -> Tree | None:
+        with self._lock:
+            tree = self.trees.get(tree_id)
+            if tree is not None:
+                self.trees.move_to_end(tree_id)
+            return tree
+
+    def put(self, tree_id: str, tree: Tree) -> None:
+        with self._lock:
+            old = self.trees.pop(tree_id, None)
+            if old is not None:
+                self.entries -= old.size + 1
+            self.trees[tree_id] = tree
+            self.entries += tree.size + 1
+            while self.entries > self.capacity and len(self.trees) > 1:
+                _, dropped = self.trees.popitem(last=False)
+                self.entries -= dropped.size + 1
+
+    def demote(self, tree_ids: Iterable[str]) -> None:
+        """Make ``tree_ids`` the next to go: trees a commit has just replaced are rarely read again."""
+        with self._lock:
+            for tree_id in tree_ids:
+                if tree_id in self.trees:
+                    self.trees.move_to_end(tree_id, last=False)
+
+
+class CommitTrees:
+    """Root tree id by commit id (filled by ``commit_plan`` and by reads), so a snapshot needs no read."""
+
+    def __init__(self, capacity: int = COMMIT_CACHE) -> None:
+        self.capacity = capacity
+        self.trees: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, commit: str) -> str | None:
+        with self._lock:
+            return self.trees.get(commit)
+
+    def put(self, commit: str, tree: str) -> None:
+        with self._lock:
+            self.trees[commit] = tree
+            if len(self.trees) > self.capacity:
+                self.trees.popitem(last=False)
+
+
+_UNSEEN = Tree([], [])  # marker: a folder the snapshot has not looked up yet
+
+
+class Snapshot:
+    """A read-only view of one tree (a ``HeadView`` for the engine).
+
+    Folders and entries looked up are remembered for the life of the snapshot (``path -> Tree`` or
+    ``path -> (mode, id)``, None when there is nothing), so the engine's repeated questions about the same
+    paths (it asks about each path of a batch four or five times) cost one dict lookup each.
+    """
+
+    def __init__(self, repo: WikiRepo, commit: str | None, tree: str | None) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree = tree
+        self._folders: dict[str, Tree | None] = {}
+        self._entries: dict[str, tuple[int, str] | None] = {}
+
+    def _folder(self, folder: str) -> Tree | None:
+        found = self._folders.get(folder, _UNSEEN)
+        if found is not _UNSEEN:
+            return found
+        if not folder:
+            found = None if self.tree is None else self.repo.tree(self.tree)
+        else:
+            parent, _, name = folder.rpartition("/")
+            above = self._folder(parent)
+            entry = None if above is None else above.find(name)
+            found = self.repo.tree(entry[1]) if entry is not None and entry[0] == TREE_MODE else None
+        self._folders[folder] = found
+        return found
+
+    def _entry(self, path: str) -> tuple[int, str] | None:
+        if path in self._entries:
+            return self._entries[path]
+        folder, _, name = path.rpartition("/")
+        tree = self._folder(folder)
+        found = self._entries[path] = None if tree is None else tree.find(name)
+        return found
+
+    def version(self, path: str) -> str | None:
+        """The blob id at ``path``, or None when no file is there."""
+        entry = self._entry(path)
+        if entry is None or entry[0] not in (FILE_MODE, EXEC_MODE):
+            return None
+        return entry[1]
+
+    def read(self, path: str) -> bytes:
+        """The bytes of the file at ``path``; ``KeyError`` when there is none."""
+        version = self.version(path)
+        if version is None:
+            raise KeyError(path)
+        return self.repo.read_blob(version)
+
+    def is_dir(self, path: str) -> bool:
+        """True when ``path`` is a folder."""
+        entry = self._entry(path)
+        return entry is not None and entry[0] == TREE_MODE
+
+    def files_under(self, folder: str) -> Iterator[str]:
+        """Every file path below ``folder``."""
+        entry = self._entry(folder)
+        if entry is not None and entry[0] == TREE_MODE:
+            yield from self._walk(entry[1], folder + "/")
+
+    def _walk(self, tree: str, prefix: str) -> Iterator[str]:
+        for name, (mode, oid) in self.repo.tree(tree).items():
+            if mode == TREE_MODE:
+                yield from self._walk(oid, f"{prefix}{name}/")
+            else:
+                yield prefix + name

@@ -1,0 +1,145 @@
+"""Consuming one partition: an arq ``Worker`` (one job at a time) woken by the partition's doorbell.
+
+A process serves each partition it holds the lease of with one ``PartitionRunner``, so a wiki's batches
+run one at a time in acceptance order, without locks. Redis going away mid-job (a restart) is ridden out:
+a run that could not be finished in Redis leaves arq's in-progress marker (a clean shutdown persists it),
+which the consumer clears once Redis is back (atomically with a check that the lease is still ours)
+instead of waiting out arq's in-progress timeout; and since arq's ``start_jobs`` keeps its job slot taken
+when Redis fails half-way through starting a job, a consumer that saw an error continues with a fresh arq
+``Worker`` once nothing is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix
+from arq.worker import Worker, func
+from redis.exceptions import RedisError
+
+from worker.jobs.arq_compat import poll_once
+from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
+from worker.jobs.run import Deps, apply_batch
+
+log = logging.getLogger("wikiq.queue")
+IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
+
+_CLEAR_STALE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
+local n = 0
+for _, id in ipairs(ids) do n = n + redis.call('DEL', ARGV[2] .. id) end
+return n
+"""
+
+
+class PartitionRunner:
+    """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
+
+    def __init__(self, partition: int, redis: ArqRedis, deps: Deps, owner: str) -> None:
+        self.partition = partition
+        self.redis = redis
+        self.deps = deps
+        self.owner = owner
+        self.wake = asyncio.Event()
+        self.stopping = False
+        self.worker = self._consumer()
+        self.task: asyncio.Task[None] | None = None
+
+    def _consumer(self) -> Worker:
+        """A fresh arq ``Worker`` for this partition's queue, one job at a time."""
+        return Worker(
+            functions=[func(apply_batch, name="apply_batch", max_tries=ARQ_MAX_TRIES)],
+            queue_name=queue_name(self.partition),
+            redis_pool=self.redis,
+            handle_signals=False,
+            max_jobs=1,
+            job_timeout=self.deps.settings.job_timeout_seconds,
+            keep_result=0,
+            max_tries=ARQ_MAX_TRIES,
+            health_check_interval=3600,
+            ctx={"deps": self.deps, "redis": self.redis},
+            job_serializer=dumps,
+            job_deserializer=loads,
+            log_results=False,
+        )
+
+    def start(self) -> None:
+        """Begin consuming in a task."""
+        self.task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
+
+    @property
+    def busy(self) -> bool:
+        """True while a job of this partition is in flight."""
+        return bool(self.worker.tasks)
+
+    async def _clear_stale_runs(self) -> int:
+        """Delete the in-progress markers of this queue's jobs, if we still hold the lease.
+
+        Called only with no job of ours in flight, so any marker left belongs to a run that is over: a dead
+        process's, or ours when Redis went away before arq could finish the job. Atomic with the lease check,
+        so a partition already taken over by another process is left alone. The number of markers deleted,
+        or -1 when the lease is no longer ours.
+        """
+        keys = (lease_key(self.partition), queue_name(self.partition))
+        return int(await run_script(self.redis, _CLEAR_STALE, keys, self.owner, in_progress_key_prefix))
+
+    async def _run_jobs(self) -> bool:
+        """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""
+        running = list(self.worker.tasks.items())
+        await asyncio.wait([task for _, task in running])
+        clean = True
+        for job_id, task in running:
+            self.worker.tasks.pop(job_id, None)  # reaped here, so arq's poll never re-raises it
+            error = None if task.cancelled() else task.exception()
+            if task.cancelled() or error is not None:
+                log.warning("partition %s: run of %s cut short (%r)", self.partition, job_id, error)
+                clean = False
+        return clean
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        cleared = False  # the queue's stale in-progress markers are cleared (done first, and after errors)
+        fresh = True  # the arq Worker has seen no error
+        while not self.stopping:
+            self.wake.clear()
+            try:
+                if self.worker.tasks:
+                    if not await self._run_jobs():
+                        cleared = False
+                    continue
+                if not fresh:
+                    self.worker, fresh = self._consumer(), True
+                if not cleared:  # -1: the lease lapsed or moved; start nothing until the lease loop decides
+                    cleared = await self._clear_stale_runs() >= 0
+                if cleared:
+                    await poll_once(self.worker)
+                    if self.worker.tasks:
+                        continue
+                backoff = 0.1
+            except Exception as exc:  # the consumer must outlive any error; Redis being away is the usual one
+                if isinstance(exc, RedisError):
+                    log.warning("partition %s: Redis unavailable (%s); retrying", self.partition, exc)
+                else:
+                    log.exception("partition %s: consumer error; retrying", self.partition)
+                cleared = fresh = False
+                await asyncio.sleep(backoff)  # back off while Redis is away
+                backoff = min(backoff * 2, 2.0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), IDLE_RECHECK)
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Stop after the job in flight (waiting at most ``grace`` seconds for it)."""
+        self.stopping = True
+        self.wake.set()
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.task), grace)
+            except TimeoutError:
+                self.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.task

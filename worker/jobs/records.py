@@ -1,0 +1,348 @@
+"""Job records in Redis: wikiq's own record per job, its status transitions, and the wake-up channel.
+
+A record is one JSON document under ``wikiq:job:<id>`` kept for the retention time. Every change is a
+compare-and-set (a Lua script checks the bytes read), so a cancel and a worker's start can never both win.
+Every change to a finished job is announced on the ``wikiq:events`` channel so long-pollers answer at once.
+
+    queued ──▶ running ──▶ succeeded | failed
+       └──▶ cancelled
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Literal, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from worker import keys
+from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
+from worker.schema.edits import Batch
+
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+EVENTS = keys.EVENTS
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class _Ulid:
+    """ULIDs, monotonic within a process so ids sort in acceptance order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last_ms = 0
+        self.last_rand = 0
+
+    def new(self) -> str:
+        with self.lock:
+            ms = int(time.time() * 1000)
+            if ms <= self.last_ms:
+                ms, rand = self.last_ms, self.last_rand + 1
+            else:
+                rand = int.from_bytes(os.urandom(10), "big") >> 1
+            self.last_ms, self.last_rand = ms, rand
+        value = (ms << 80) | rand
+        return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+new_job_id = _Ulid().new
+
+
+def partition_of(wiki: str, partitions: int) -> int:
+    """The partition that serialises wiki ``wiki``: a stable hash, the same in every process."""
+    return int.from_bytes(hashlib.sha256(wiki.encode()).digest()[:8], "big") % partitions
+
+
+class EditSummary(BaseModel):
+    """What the status page and logs keep of an edit once its body is dropped: op and paths, no content."""
+
+    op: str
+    path: str
+    new_path: str | None = None
+
+
+class BatchSummary(BaseModel):
+    """A batch without its content: message, dry-run flag and the edits' ops and paths."""
+
+    message: str = ""
+    dry_run: bool = False
+    edits: list[EditSummary] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, batch: Batch) -> BatchSummary:
+        """The summary of ``batch``."""
+        return cls(
+            message=batch.message[:1000],
+            dry_run=batch.dry_run,
+            edits=[
+                EditSummary(op=e.op, path=e.path, new_path=getattr(e, "new_path", None)) for e in batch.edits
+            ],
+        )
+
+
+class WebhookDelivery(BaseModel):
+    """A job's webhook: where, its state, every attempt, and the round (one per redelivery)."""
+
+    url: str
+    state: WebhookStatus = "pending"
+    attempts: list[Attempt] = Field(default_factory=list)
+    round: int = 0
+
+
+def iso(ms: int | None) -> str | None:
+    """``ms`` (milliseconds since the epoch) as ISO 8601 UTC with milliseconds, or None."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_ms() -> int:
+    """The current time in milliseconds since the epoch (the one clock every record timestamp uses)."""
+    return int(time.time() * 1000)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without userinfo, query and fragment (which may carry capabilities)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class JobRecord(BaseModel):
+    """Everything wikiq keeps about one job; ``public()`` is the contract's job object.
+
+    ``batch`` is the body as submitted, kept only while the job may still run: it is dropped when the job
+    finishes or is cancelled, leaving ``summary`` (ops and paths, no content). Each moment is stored once, in
+    milliseconds since the epoch; the ISO strings of the contract are rendered from them.
+    """
+
+    job_id: str
+    wiki: str
+    status: Status = "queued"
+    submitted_ms: int
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    batch: Batch | None = None
+    summary: BatchSummary = Field(default_factory=BatchSummary)
+    result: JobResult | None = None
+    error: ErrorInfo | None = None
+    webhook: WebhookDelivery | None = None
+    webhook_event: str | None = None
+    author: Author
+    submitter: str = ""
+    base: str | None = None
+    partition: int = 0
+    runs: int = 0
+    queued_bytes: int = 0
+
+    @property
+    def dry_run(self) -> bool:
+        """True for a dry run."""
+        return self.summary.dry_run
+
+    def public(self, reveal: bool = True) -> Job:
+        """The job as clients see it (contract 3.2); without ``reveal`` the webhook URL is redacted."""
+        hook = self.webhook
+        return Job(
+            job_id=self.job_id,
+            wiki=self.wiki,
+            status=self.status,
+            dry_run=self.dry_run,
+            submitted_at=iso(self.submitted_ms),
+            started_at=iso(self.started_ms),
+            finished_at=iso(self.finished_ms),
+            result=self.result,
+            error=self.error,
+            webhook=None
+            if hook is None
+            else WebhookState(
+                url=hook.url if reveal else redact_url(hook.url), state=hook.state, attempts=hook.attempts
+            ),
+        )
+
+
+_SWAP = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[5] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[5])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+end
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if ARGV[6] ~= '' and redis.call('HDEL', KEYS[2], ARGV[4]) == 1 then
+  redis.call('DECRBY', KEYS[3], ARGV[6])
+end
+return 1
+"""
+
+_CLAIM_BYTES = """
+local held = tonumber(redis.call('GET', KEYS[2]) or '0')
+local size = tonumber(ARGV[2])
+if held + size > tonumber(ARGV[3]) then return held end
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], size) end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return -1
+"""
+
+
+class QueuedBytesExceeded(Exception):
+    """The submitter already has ``held`` bytes of batches waiting; this one would pass the cap."""
+
+    def __init__(self, held: int) -> None:
+        super().__init__(f"{held} bytes queued")
+        self.held = held
+
+
+class JobStore:
+    """Reads and writes job records, the per-wiki job index, idempotency keys and queued bytes.
+
+    A record moving to a finished status loses its batch body in the same compare-and-set, gives its bytes
+    back to the submitter's queued-bytes count (at most once: the job id leaves a hash), and, for a dry
+    run, expires after ``dry_run_retention`` seconds instead of ``retention``.
+    """
+
+    def __init__(self, redis: Redis, retention_seconds: int, dry_run_retention_seconds: int = 3600) -> None:
+        self.redis = redis
+        self.retention = retention_seconds
+        self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
+        self._swap = redis.register_script(_SWAP)
+        self._claim = redis.register_script(_CLAIM_BYTES)
+
+    @staticmethod
+    def key(job_id: str) -> str:
+        """The Redis key of a job record."""
+        return keys.job(job_id)
+
+    @staticmethod
+    def wiki_index(wiki: str) -> str:
+        """The sorted set of a wiki's job ids by submission time."""
+        return keys.wiki_jobs(wiki)
+
+    @staticmethod
+    def queued_keys(submitter: str) -> tuple[str, str]:
+        """The hash of a submitter's unfinished jobs (id -> bytes) and the counter of their total."""
+        return keys.queued(submitter)
+
+    async def claim_bytes(self, record: JobRecord, cap: int) -> None:
+        """Count ``record.queued_bytes`` against its submitter's cap; ``QueuedBytesExceeded`` past it."""
+        held = int(
+            await self._claim(
+                keys=list(self.queued_keys(record.submitter)),
+                args=[record.job_id, record.queued_bytes, cap, self.retention],
+            )
+        )
+        if held >= 0:
+            raise QueuedBytesExceeded(held)
+
+    async def release_bytes(self, record: JobRecord) -> None:
+        """Give back the bytes of a job that was never queued."""
+        table, total = self.queued_keys(record.submitter)
+        if await cast(Awaitable[int], self.redis.hdel(table, record.job_id)):
+            await self.redis.decrby(total, record.queued_bytes)
+
+    async def create(self, record: JobRecord) -> None:
+        """Store a new record and index it under its wiki (trimming index entries past retention)."""
+        cutoff = record.submitted_ms - self.retention * 1000
+        async with self.redis.pipeline(transaction=True) as pipe:
+            body = record.model_dump_json(exclude_defaults=True)
+            pipe.set(self.key(record.job_id), body, ex=self.retention)
+            pipe.zadd(self.wiki_index(record.wiki), {record.job_id: record.submitted_ms})
+            pipe.zremrangebyscore(self.wiki_index(record.wiki), "-inf", cutoff)
+            await pipe.execute()
+
+    async def delete(self, job_id: str, wiki: str) -> None:
+        """Remove a record that was never accepted (its enqueue failed)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.key(job_id))
+            pipe.zrem(self.wiki_index(wiki), job_id)
+            await pipe.execute()
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        """The record of ``job_id``, or None when unknown or expired."""
+        raw = await self.redis.get(self.key(job_id))
+        return None if raw is None else JobRecord.model_validate_json(raw)
+
+    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
+        """Apply ``change`` to the record atomically; ``change`` returns None to leave it as it is.
+
+        Returns the stored record after the call (changed or not), None when the job is unknown.
+        A finished record's change is announced on ``wikiq:events``; a record that finishes with this change
+        drops its batch body and releases its queued bytes (see the class).
+        """
+        key = self.key(job_id)
+        while True:
+            raw = await self.redis.get(key)
+            if raw is None:
+                return None
+            current = JobRecord.model_validate_json(raw)
+            changed = change(current.model_copy(deep=True))
+            if changed is None:
+                return current
+            finishing = changed.status in FINISHED and current.status not in FINISHED
+            ttl, release = "", ""
+            if finishing:
+                changed.batch = None
+                release = str(changed.queued_bytes) if changed.submitter else ""
+                if changed.dry_run:
+                    ttl = str(self.dry_run_retention)
+            channel = EVENTS if changed.status in FINISHED else ""
+            table, total = self.queued_keys(changed.submitter)
+            # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
+            body = changed.model_dump_json(exclude_defaults=True)
+            if await self._swap(keys=[key, table, total], args=[raw, body, channel, job_id, ttl, release]):
+                return changed
+
+    async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
+        """A wiki's recent jobs, newest first, optionally only those with ``status``."""
+        out: list[JobRecord] = []
+        start = 0
+        page = max(limit, 50)
+        while len(out) < limit:
+            ids = await self.redis.zrevrange(self.wiki_index(wiki), start, start + page - 1)
+            if not ids:
+                break
+            start += page
+            raws = await self.redis.mget([self.key(i.decode() if isinstance(i, bytes) else i) for i in ids])
+            for raw in raws:
+                if raw is None:
+                    continue
+                record = JobRecord.model_validate_json(raw)
+                if status is None or record.status == status:
+                    out.append(record)
+                    if len(out) >= limit:
+                        break
+        return out
+
+    async def claim_idempotency(self, scope: str, key: str, fingerprint: str, job_id: str) -> tuple[str, str]:
+        """Bind ``key`` to ``job_id`` for 24 h, or return the ``(job_id, fingerprint)`` already bound."""
+        name = keys.idempotency(scope, key)
+        value = f"{job_id} {fingerprint}"
+        if await self.redis.set(name, value, nx=True, ex=24 * 3600):
+            return job_id, fingerprint
+        existing = await self.redis.get(name)
+        if existing is None:  # expired between the two calls: claim again
+            return await self.claim_idempotency(scope, key, fingerprint, job_id)
+        text = existing.decode() if isinstance(existing, bytes) else existing
+        bound_job, bound_print = text.split(" ", 1)
+        return bound_job, bound_print
+
+    async def release_idempotency(self, scope: str, key: str) -> None:
+        """Forget an idempotency key whose job could not be queued."""
+        await self.redis.delete(keys.idempotency(scope, key))
+
+
+def event_body(record: JobRecord) -> str:
+    """The event POSTed for a finished job: type, timestamp and the job object."""
+    kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
+    data = record.public(reveal=True).model_dump(mode="json")  # the receiver is the submitter's own
+    timestamp = iso(record.finished_ms if record.finished_ms is not None else now_ms())
+    return json.dumps({"type": kind, "timestamp": timestamp, "data": data})

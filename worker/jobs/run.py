@@ -1,0 +1,231 @@
+"""The job functions a worker runs: apply one batch, exactly once in effect.
+
+``apply_batch`` moves the record to ``running``, applies the batch in a thread (git work blocks), and records
+``succeeded`` or ``failed``. A run that may have happened before (the record was already ``running``, or a
+compare-and-swap was lost) first looks for its own commit by its ``Wikiq-Job`` trailer and reports that
+commit instead of writing a second one. Unexpected errors, and Redis being away, make arq run the job again
+(``Retry``, never arq's "failed", which would drop the job with its record unfinished); only after
+``max_job_tries`` runs is it reported failed, by this module, never by arq. A job runs again at its place in
+the queue (no deferral, which would let the wiki's next batch overtake it), after a short back-off taken
+inside the job while its partition waits anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from arq import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from worker.engine import Plan, preflight
+from worker.engine.paths import ZonePolicy
+from worker.errors import RefLocked, RefMoved, WikiqError
+from worker.git import STALE_LOCK_SECONDS, GitStore, Identity, WikiRepo
+from worker.git.policy import policy_for
+from worker.jobs import events as telemetry
+from worker.jobs.queue import schedule_first
+from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
+from worker.schema.answers import Applied, ErrorInfo, JobResult
+from worker.schema.edits import Limits
+from worker.settings import Settings
+
+log = logging.getLogger("wikiq.worker")
+MAX_SWAPS = 50
+RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
+
+
+@dataclass
+class Deps:
+    """What job functions need, created once at worker start-up and handed down through arq's ctx."""
+
+    settings: Settings
+    store: GitStore
+    jobs: JobStore
+
+
+def _result(commit: str | None, plan: Plan) -> JobResult:
+    return JobResult(
+        commit=commit, applied=[Applied.model_validate(entry.to_dict()) for entry in plan.applied]
+    )
+
+
+def run_batch(
+    repo: WikiRepo, policy: ZonePolicy, limits: Limits, record: JobRecord, maybe_ran: bool
+) -> JobResult:
+    """Check and commit ``record``'s batch on the current head; the ``result`` of the job.
+
+    Raises ``BatchRejected`` when a rule fails (nothing written). When ``maybe_ran`` (or after a lost swap)
+    the job's own commit is looked for first and, if found, reported as the result.
+    """
+    batch = record.batch
+    if batch is None:
+        raise WikiqError("the job's batch is gone", code="INTERNAL")
+    author = Identity(record.author.name, record.author.email)
+    swaps = 0
+    locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
+    while swaps < MAX_SWAPS:
+        if maybe_ran and not batch.dry_run:
+            mine = repo.find_job_commit(record.job_id, stop_at=record.base)
+            if mine is not None:
+                parents = repo.commit_info(mine).parents
+                before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
+                return _result(mine, preflight(before, batch.edits, policy, limits))
+        head = repo.head()
+        plan = preflight(repo.snapshot(head), batch.edits, policy, limits)
+        if batch.dry_run:
+            return _result(None, plan)
+        try:
+            commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
+        except RefLocked:
+            telemetry.cas_retry("locked")
+            if time.monotonic() > locked_until:
+                raise WikiqError("refs/heads/main.lock stays locked", code="INTERNAL") from None
+            time.sleep(0.05)  # another writer holds main.lock: back off, then check the head again
+            maybe_ran = True
+            continue
+        except RefMoved:
+            telemetry.cas_retry("moved")
+            swaps += 1
+            maybe_ran = True
+            continue
+        telemetry.commit_written(plan, len(batch.edits))
+        return _result(commit, plan)
+    raise WikiqError(f"main kept moving; gave up after {MAX_SWAPS} attempts", code="INTERNAL")
+
+
+def _start(record: JobRecord) -> JobRecord | None:
+    if record.status not in ("queued", "running"):
+        return None
+    record.runs += 1
+    if record.status == "queued":
+        record.status = "running"
+        record.started_ms = now_ms()
+    return record
+
+
+def _finish(result: JobResult | None, error: ErrorInfo | None) -> Any:
+    def change(record: JobRecord) -> JobRecord | None:
+        if record.status != "running":
+            return None
+        record.status = "failed" if error is not None else "succeeded"
+        record.result, record.error = result, error
+        record.finished_ms = now_ms()
+        if record.webhook is not None:
+            record.webhook_event = event_body(record)  # frozen now: every attempt sends these bytes
+        return record
+
+    return change
+
+
+async def _again(ctx: dict[str, Any]) -> Retry:
+    """Back off briefly (longer each try), then the ``Retry`` that runs this job again, first in line."""
+    await asyncio.sleep(0.05 * 2 ** min(int(ctx.get("job_try", 1)), 5))  # back-off before the same job
+    return Retry()
+
+
+async def _record(
+    ctx: dict[str, Any],
+    jobs: JobStore,
+    job_id: str,
+    result: JobResult | None,
+    error: ErrorInfo | None,
+) -> JobRecord | None:
+    """Record the outcome, riding out a short Redis restart; the commit is already durable.
+
+    Gives up after ``RECORD_PATIENCE`` seconds (well inside arq's job timeout, which would drop the job) and
+    runs the job again, which then finds its commit by trailer and records it.
+    """
+    delay = 0.05
+    deadline = time.monotonic() + RECORD_PATIENCE
+    while time.monotonic() < deadline:
+        try:
+            return await jobs.update(job_id, _finish(result, error))
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
+            delay = min(delay * 2, 1.0)
+    raise await _again(ctx)
+
+
+async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> None:
+    """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then."""
+    if record is None or record.webhook is None:
+        return
+    try:
+        await schedule_first(ctx["redis"], record)
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise await _again(ctx) from exc
+
+
+def _error(exc: WikiqError) -> ErrorInfo:
+    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
+
+
+async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> ErrorInfo:
+    """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
+    if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
+        telemetry.job_retry(job_id, exc)
+        raise await _again(ctx) from exc
+    return _error(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
+
+
+async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
+    """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
+    deps: Deps = ctx["deps"]
+    try:
+        record = await deps.jobs.update(job_id, _start)
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise await _again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
+    if record is None:
+        return None
+    if record.status != "running":
+        if record.status in ("succeeded", "failed"):
+            await _schedule_webhook(ctx, record)  # a crash may have come between record and enqueue
+        return record.status
+    telemetry.job_started(record)
+    if record.runs > deps.settings.max_job_tries:
+        gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
+        await _finish_job(ctx, deps, job_id, None, _error(gave_up))
+        return "failed"
+    outcome = asyncio.ensure_future(_apply(ctx, deps, record))
+    try:
+        result, error = await asyncio.shield(outcome)
+    except asyncio.CancelledError:
+        # arq's job timeout (or a shutdown) cancels the job, but git work cannot stop half-way: let it end,
+        # record what it did, then let the cancellation through. The job is never left "running".
+        result, error = await outcome
+        await _finish_job(ctx, deps, job_id, result, error)
+        raise
+    await _finish_job(ctx, deps, job_id, result, error)
+    return "failed" if error else "succeeded"
+
+
+async def _apply(
+    ctx: dict[str, Any], deps: Deps, record: JobRecord
+) -> tuple[JobResult | None, ErrorInfo | None]:
+    """Check and commit the batch in a thread: ``(result, None)``, or ``(None, error)`` when refused."""
+    try:
+        repo = deps.store.open(record.wiki)
+        policy = policy_for(repo.path)
+        limits = deps.settings.limits
+        return await asyncio.to_thread(run_batch, repo, policy, limits, record, record.runs > 1), None
+    except WikiqError as exc:
+        if exc.code != "INTERNAL":
+            return None, _error(exc)
+        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
+    except Exception as exc:
+        log.exception("job %s: unexpected error", record.job_id)
+        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
+
+
+async def _finish_job(
+    ctx: dict[str, Any], deps: Deps, job_id: str, result: JobResult | None, error: ErrorInfo | None
+) -> None:
+    """Record the outcome, tell the metrics and queue the webhook."""
+    finished = await _record(ctx, deps.jobs, job_id, result, error)
+    telemetry.job_finished(finished)
+    await _schedule_webhook(ctx, finished)

@@ -1,0 +1,71 @@
+"""Every Redis key and channel wikiq uses, in one place (like arq's ``constants.py``).
+
+Only JSON and plain strings are stored under them. Keys derived from a caller-controlled string (an
+idempotency key, a principal, a session id) hash it, so no caller can name another key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "wikiq:"
+EVENTS = "wikiq:events"  # pub/sub: a job id, published when the job finishes
+WORKERS = "wikiq:workers"  # sorted set: worker id -> last heartbeat (ms)
+WEBHOOK_QUEUE = "wikiq:webhooks"  # the arq queue of webhook delivery attempts
+METRICS = "wikiq:metrics"  # hash: metric field -> value, added to by every worker
+WIKIS = "wikiq:wikis"  # hash: wiki id -> its registry entry (JSON), for remote-backed wikis
+
+
+def _digest(text: str, size: int = 32) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def job(job_id: str) -> str:
+    """A job record (JSON)."""
+    return f"wikiq:job:{job_id}"
+
+
+def wiki_jobs(wiki: str) -> str:
+    """Sorted set of a wiki's job ids by submission time (ms)."""
+    return f"wikiq:wiki-jobs:{wiki}"
+
+
+def idempotency(scope: str, key: str) -> str:
+    """An idempotency key of a principal on a wiki: ``"<job id> <fingerprint>"``, kept 24 h."""
+    return "wikiq:idem:" + hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()
+
+
+def queued(principal_id: str) -> tuple[str, str]:
+    """A principal's unfinished jobs (hash: job id -> bytes) and the counter of their total."""
+    digest = _digest(principal_id)
+    return f"wikiq:queued:{digest}", f"wikiq:queued-bytes:{digest}"
+
+
+def queue(partition: int) -> str:
+    """The arq queue of a partition."""
+    return f"wikiq:queue:{partition}"
+
+
+def bell(partition: int) -> str:
+    """The doorbell list rung when work arrives on a partition."""
+    return f"wikiq:bell:{partition}"
+
+
+def lease(partition: int) -> str:
+    """The lease naming the worker that owns a partition."""
+    return f"wikiq:lease:{partition}"
+
+
+def rate(principal_id: str, slot: int) -> str:
+    """A principal's request counter in one rate-limit window."""
+    return f"wikiq:rate:{_digest(principal_id)}:{slot}"
+
+
+def once(what: str) -> str:
+    """A marker that lets ``what`` happen once per interval."""
+    return "wikiq:once:" + _digest(what)
+
+
+def ui_session(session_id: str) -> str:
+    """A status-page session: the SHA-256 of the token that signed in."""
+    return "wikiq:ui-session:" + hashlib.sha256(session_id.encode()).hexdigest()

@@ -1,0 +1,223 @@
+"""A ``wikiq worker`` process: partition leases, their consumers, the doorbell loop and webhook delivery.
+
+Worker processes share partitions fairly: each registers a heartbeat, aims for ``ceil(P / live)``
+partitions, takes free leases up to that, and hands back extras when idle. A killed process's leases
+expire after ``lease_seconds``; the next owner clears the dead run's in-progress marker so the interrupted
+job runs again first (its own commit is then found by trailer, see ``worker.jobs.run``). One blocking
+``BLPOP`` over the doorbells of every held partition wakes the right consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import random
+import socket
+import time
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from arq.connections import ArqRedis
+from arq.worker import Worker, func
+from redis.exceptions import RedisError
+
+from worker import keys
+from worker.git import GitStore
+from worker.jobs.consumer import PartitionRunner
+from worker.jobs.queue import (
+    ARQ_MAX_TRIES,
+    WORKERS,
+    bell_key,
+    connect,
+    dumps,
+    lease_key,
+    loads,
+    ring,
+    run_script,
+)
+from worker.jobs.records import JobStore
+from worker.jobs.run import Deps
+from worker.settings import Settings
+from worker.telemetry.metrics import RECORDER
+from worker.webhooks.deliver import deliver_webhook, signer_for, webhook_client
+
+log = logging.getLogger("wikiq.worker")
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class WorkerProcess:
+    """A ``wikiq worker``: holds partition leases, runs their consumers, wakes them by doorbell."""
+
+    def __init__(self, settings: Settings, redis: ArqRedis, bell_redis: ArqRedis) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.bell_redis = bell_redis
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+        jobs = JobStore(redis, settings.job_retention_seconds)
+        self.deps = Deps(settings, GitStore(settings.data_dir), jobs)
+        self.runners: dict[int, PartitionRunner] = {}
+        self.lease_ms = int(settings.lease_seconds * 1000)
+        self.stopping = asyncio.Event()
+
+    def _webhook_worker(self, ctx: dict[str, Any]) -> Worker:
+        settings = self.settings
+        return Worker(
+            functions=[func(deliver_webhook, name="deliver_webhook", max_tries=ARQ_MAX_TRIES)],
+            queue_name=keys.WEBHOOK_QUEUE,
+            redis_pool=self.redis,
+            handle_signals=False,
+            max_jobs=16,
+            job_timeout=settings.webhook_timeout + 10,
+            keep_result=0,
+            poll_delay=0.5,
+            health_check_interval=3600,
+            ctx=ctx,
+            job_serializer=dumps,
+            job_deserializer=loads,
+            log_results=False,
+        )
+
+    async def _webhook_loop(self, ctx: dict[str, Any], workers: list[Worker]) -> None:
+        """Run arq's own loop on the webhook queue; after an error, go on with a fresh ``Worker``."""
+        while True:
+            worker = self._webhook_worker(ctx)  # fresh: a failed start can leave arq's job slot taken
+            workers.append(worker)
+            try:
+                await worker.main()
+            except RedisError as exc:
+                log.warning("webhooks: Redis unavailable (%s)", exc)
+                await asyncio.sleep(1)  # back off while Redis is away
+
+    async def run(self) -> None:
+        """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
+        settings = self.settings
+        http = webhook_client(settings.webhook_allow_private, settings.webhook_timeout)
+        ctx = {
+            "deps": self.deps,
+            "redis": self.redis,
+            "http": http,
+            "signer": signer_for(settings.webhook_secret),
+            "rng": random.Random(),
+        }
+        webhook_workers: list[Worker] = []
+        tasks = [
+            asyncio.create_task(self._lease_loop()),
+            asyncio.create_task(self._bell_loop()),
+            asyncio.create_task(self._webhook_loop(ctx, webhook_workers)),
+        ]
+        try:
+            await self.stopping.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await asyncio.gather(*(self._release(p) for p in list(self.runners)), return_exceptions=True)
+            with contextlib.suppress(RedisError):
+                await self.redis.zrem(WORKERS, self.id)
+            deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
+            if deliveries:  # let deliveries in flight finish (bounded)
+                await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
+            await http.aclose()
+            self.deps.store.close()
+
+    def stop(self) -> None:
+        """Ask the process to stop gracefully."""
+        self.stopping.set()
+
+    async def _lease_loop(self) -> None:
+        period = self.settings.lease_seconds / 3
+        while True:
+            try:
+                await self._tend_leases()
+            except RedisError as exc:
+                log.warning("leases: Redis unavailable (%s)", exc)
+            await asyncio.sleep(period)  # the lease renewal period
+
+    async def _tend_leases(self) -> None:
+        now = int(time.time() * 1000)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(WORKERS, {self.id: now})
+            pipe.zremrangebyscore(WORKERS, "-inf", now - self.lease_ms)
+            pipe.zcard(WORKERS)
+            *_, live = await pipe.execute()
+        for partition in list(self.runners):
+            kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
+            if not kept:
+                log.warning("partition %s: lease lost; stopping its consumer", partition)
+                runner = self.runners.pop(partition)
+                await runner.stop(grace=0)
+        target = math.ceil(self.settings.partitions / max(int(live), 1))
+        if len(self.runners) < target:
+            free = [p for p in range(self.settings.partitions) if p not in self.runners]
+            random.shuffle(free)
+            for partition in free:
+                if len(self.runners) >= target:
+                    break
+                if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
+                    self.runners[partition] = runner
+                    runner.start()
+                    log.info("partition %s: lease taken by %s", partition, self.id)
+        elif len(self.runners) > target:
+            for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
+                await self._release(partition)
+
+    async def _release(self, partition: int) -> None:
+        runner = self.runners.pop(partition, None)
+        if runner is not None:
+            await runner.stop()
+        with contextlib.suppress(RedisError):
+            await run_script(self.redis, _RELEASE, (lease_key(partition),), self.id)
+            await ring(self.redis, partition)  # the next owner should look at once
+
+    async def _bell_loop(self) -> None:
+        while True:
+            if not self.runners:
+                await asyncio.sleep(0.2)  # no partition yet: the lease loop is acquiring
+                continue
+            keys = [bell_key(p) for p in self.runners]
+            try:
+                popped = await cast(Awaitable[Any], self.bell_redis.blpop(keys, timeout=1))
+            except RedisError as exc:
+                log.warning("doorbell: Redis unavailable (%s)", exc)
+                await asyncio.sleep(0.5)  # back off while Redis is away
+                continue
+            if popped is None:
+                continue
+            key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            runner = self.runners.get(int(key.rsplit(":", 1)[1]))
+            if runner is not None:
+                runner.wake.set()
+
+
+async def serve(settings: Settings) -> None:
+    """Run one worker process until SIGINT/SIGTERM."""
+    import signal
+
+    redis = await connect(settings.redis_url)
+    bell_redis = await connect(settings.redis_url)
+    process = WorkerProcess(settings, redis, bell_redis)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, process.stop)
+    log.info("worker %s serving %s partitions", process.id, settings.partitions)
+    RECORDER.start(redis)
+    try:
+        await process.run()
+    finally:
+        await RECORDER.stop()
+        await redis.aclose()
+        await bell_redis.aclose()

@@ -1,0 +1,18 @@
+"""The service layer: what every transport (HTTP routes, MCP tools, the status page) calls.
+
+Each operation takes the ``Principal`` making the call and answers a typed model of
+``worker.schema.answers`` or raises one error of ``worker.errors``. Rights, limits, idempotency, job
+ownership and enqueueing are decided here, once, so the transports stay thin adapters.
+
+    Service
+    ├── reads    wikis, pages, search, commits              (worker.service.reads)
+    ├── submit   a batch: checks, idempotency, enqueue      (worker.service.submit)
+    └── jobs     get / long-poll, cancel, redeliver, list   (worker.service.jobs)
+"""
+
+from __future__ import annotations
+
+from worker.service.caller import RIGHTS, SINGLE_USER_ID, Principal
+from worker.service.wiring import Service, Wiring
+
+__all__ = ["RIGHTS", "SINGLE_USER_ID", "Principal", "Service", "Wiring"]

@@ -1,0 +1,199 @@
+"""Reading wikis: the list of wikis, a wiki's files, one page, search, and the commit log.
+
+Every read is at the head of ``main`` and needs the ``read`` right on the wiki (a wiki the caller may not
+read answers exactly like one that does not exist). Git work runs in a worker thread. What one answer may
+return is bounded: a page over ``max_file_bytes`` is refused (clone the repository to read it), and a
+search line is cut to ``MATCH_TEXT_CHARS`` characters around the first occurrence.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import anyio.to_thread
+
+from worker.engine.paths import path_problem
+from worker.errors import AccessDenied, BatchRejected
+from worker.git import WIKI_ID, GitStore, WikiRepo
+from worker.schema.answers import (
+    Author,
+    CommitInfo,
+    CommitList,
+    Match,
+    MatchList,
+    Page,
+    PageInfo,
+    PageList,
+    WikiInfo,
+    WikiList,
+)
+from worker.service.caller import Principal
+from worker.settings import Settings
+
+MATCH_TEXT_CHARS = 1000  # characters of a matching line an answer carries
+MATCH_TEXT_BEFORE = 200  # ... of which before the match, when the line is cut
+T = TypeVar("T")
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """``work()`` in a worker thread (git reads block)."""
+    return await anyio.to_thread.run_sync(work)
+
+
+def encode_cursor(path: str) -> str:
+    """The opaque cursor that resumes a listing after ``path``."""
+    return base64.urlsafe_b64encode(path.encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> str:
+    """The path a cursor resumes after (empty for none); ``INVALID_BATCH`` for one this API did not give."""
+    if not cursor:
+        return ""
+    try:
+        return base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise BatchRejected("INVALID_BATCH", "cursor is not one this API returned") from None
+
+
+def cut_line(text: str, query: str) -> tuple[str, bool]:
+    """``text`` cut to ``MATCH_TEXT_CHARS`` around the first occurrence of ``query``, and if it was cut."""
+    if len(text) <= MATCH_TEXT_CHARS:
+        return text, False
+    at = text.lower().find(query.lower())
+    start = max(0, at - MATCH_TEXT_BEFORE) if at >= 0 else 0
+    return text[start : start + MATCH_TEXT_CHARS], True
+
+
+class Reads:
+    """Read operations of the service."""
+
+    def __init__(self, settings: Settings, store: GitStore) -> None:
+        self.settings = settings
+        self.store = store
+
+    async def repo(self, caller: Principal, wiki: str, right: str = "read") -> WikiRepo:
+        """The repository of ``wiki`` once ``caller`` is known to hold ``right`` on it."""
+        caller.require(wiki, right)
+        repo = self.store.opened(wiki)  # the usual case, from memory; opening a repository reads files
+        return repo if repo is not None else await in_thread(lambda: self.store.open(wiki))
+
+    async def create_wiki(self, caller: Principal, wiki: str) -> WikiInfo:
+        """Create ``wiki`` with one initial commit of index.md, log.md and schema.md (admin only)."""
+        if not caller.may(wiki, "admin"):
+            raise AccessDenied("creating wikis needs the admin right", code="FORBIDDEN")
+        if not WIKI_ID.match(wiki):
+            raise BatchRejected("INVALID_BATCH", "a wiki id matches ^[a-z0-9][a-z0-9._-]{0,62}$")
+        head = await in_thread(lambda: self.store.create(wiki))
+        return WikiInfo(id=wiki, head=head)
+
+    async def list_wikis(self, caller: Principal) -> WikiList:
+        """Every wiki the caller may read, with its head commit."""
+
+        def collect() -> list[WikiInfo]:
+            return [
+                WikiInfo(id=wiki, head=self.store.open(wiki).head())
+                for wiki in self.store.ids()
+                if caller.may(wiki, "read")
+            ]
+
+        return WikiList(wikis=await in_thread(collect))
+
+    async def list_pages(
+        self, caller: Principal, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None
+    ) -> PageList:
+        """Files at the head under ``prefix``, sorted by path, ``limit`` at a time after ``cursor``."""
+        repo = await self.repo(caller, wiki)
+        after = decode_cursor(cursor)
+
+        def collect() -> PageList:
+            head = repo.head()
+            files = [] if head is None else repo.list_files(head, prefix)
+            files = [f for f in files if f.path > after] if after else files
+            page = files[:limit]
+            more = len(files) > limit
+            return PageList(
+                pages=[PageInfo(path=f.path, version=f.version, size=f.size) for f in page],
+                next_cursor=encode_cursor(page[-1].path) if more and page else None,
+            )
+
+        return await in_thread(collect)
+
+    async def read_page(self, caller: Principal, wiki: str, path: str) -> Page:
+        """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit."""
+        problem = path_problem(path)
+        if problem is not None:
+            raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
+        repo = await self.repo(caller, wiki)
+        cap = self.settings.max_file_bytes
+
+        def read() -> Page | None:
+            snapshot = repo.snapshot()
+            version = snapshot.version(path)
+            if version is None:
+                return None
+            size = repo.blob_size(version)
+            if size > cap:
+                raise BatchRejected(
+                    "BATCH_TOO_LARGE",
+                    f"{path!r} is {size} bytes, over the {cap}-byte limit of one answer; clone the "
+                    "repository to read it",
+                )
+            data = snapshot.read(path)
+            try:
+                content, base64_encoded = data.decode("utf-8"), False
+            except UnicodeDecodeError:
+                content, base64_encoded = base64.b64encode(data).decode(), True
+            return Page(
+                path=path,
+                version=version,
+                content=content,
+                encoding="base64" if base64_encoded else "utf-8",
+                size=len(data),
+                commit=snapshot.commit,
+            )
+
+        page = await in_thread(read)
+        if page is None:
+            raise BatchRejected("NOT_FOUND", f"no file {path!r} at the head of {wiki!r}")
+        return page
+
+    async def commits(self, caller: Principal, wiki: str, limit: int = 50) -> CommitList:
+        """Commits of ``main``, newest first, with author and the job that made each."""
+        repo = await self.repo(caller, wiki)
+        infos = await in_thread(lambda: repo.log(limit))
+        return CommitList(
+            commits=[
+                CommitInfo(
+                    commit=info.commit,
+                    message=info.message,
+                    author=Author(name=info.author.name, email=info.author.email),
+                    time=datetime.fromtimestamp(info.time, UTC).isoformat().replace("+00:00", "Z"),
+                    job_id=info.job_id,
+                )
+                for info in infos
+            ]
+        )
+
+    async def search(self, caller: Principal, wiki: str, q: str, limit: int = 100) -> MatchList:
+        """Lines at the head holding ``q`` (literal, any case), each with its path and 1-based number."""
+        if not q or any(ch in q for ch in "\x00\n\r"):
+            raise BatchRejected("INVALID_BATCH", "q must be one line of text")
+        repo = await self.repo(caller, wiki)
+
+        def run() -> list[Match]:
+            head = repo.head()
+            if head is None:
+                return []
+            matches = []
+            for path, number, text in repo.search(head, q, limit):
+                shown, cut = cut_line(text, q)
+                match = Match(path=path, line=number, text=shown)
+                if cut:
+                    match.truncated = True  # type: ignore[attr-defined]  # extra field, only when cut
+                matches.append(match)
+            return matches
+
+        return MatchList(matches=await in_thread(run))

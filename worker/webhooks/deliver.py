@@ -1,0 +1,217 @@
+"""Webhook delivery: Standard Webhooks signatures, one attempt per arq job, retries scheduled as jobs.
+
+When a job with ``webhook.url`` finishes, ``schedule_first`` queues attempt 0 on the ``wikiq:webhooks`` queue
+(consumed by every worker process, never by the partition consumers, so a slow receiver cannot delay the
+next batch). ``deliver_webhook`` makes one POST and records it on the job: a 2xx within the timeout is
+delivery; ``410`` stops; a redirect (never followed), another status, a timeout or a connection error
+schedules the next attempt after the configured delay (with jitter, at least ``Retry-After``). The event
+body is frozen at the first attempt, so every retry sends the same bytes under the same ``webhook-id``.
+
+At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS
+rebinding after the submission check gains nothing (unless private addresses are allowed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpcore
+import httpx
+from arq import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from standardwebhooks import Webhook
+
+from worker.errors import WebhookRefused
+from worker.jobs import events as telemetry
+from worker.jobs.queue import enqueue_attempt
+from worker.jobs.records import JobRecord, JobStore, event_body
+from worker.schema.answers import Attempt
+from worker.webhooks.guard import address_refused
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves the host itself and connects only to public addresses (the connect-time SSRF check)."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=0, proto=6)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+        addresses = [str(info[4][0]) for info in infos]
+        if not addresses or any(address_refused(a) for a in addresses):
+            raise httpcore.ConnectError(f"{host} resolves to a refused address")
+        return await self.inner.connect_tcp(addresses[0], port, timeout, local_address, socket_options)
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not webhook targets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def webhook_client(allow_private: bool, timeout: float) -> httpx.AsyncClient:
+    """The one httpx client that sends webhooks: no redirects, no proxies from the environment."""
+    transport = httpx.AsyncHTTPTransport(retries=0)
+    if not allow_private:
+        transport._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl.create_default_context(), network_backend=GuardedBackend()
+        )
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"user-agent": "wikiq-webhooks/0.1"},
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One attempt: what to record, and whether to stop or retry (after at least ``retry_after`` s)."""
+
+    attempt: Attempt
+    delivered: bool
+    stop: bool
+    retry_after: float | None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+async def send(client: httpx.AsyncClient, url: str, event_id: str, body: str, signer: Webhook) -> Outcome:
+    """POST ``body`` signed for ``event_id`` once; never raises for the receiver's or network's failures."""
+    sent_at = datetime.now(UTC)
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": event_id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": signer.sign(event_id, sent_at, body),
+    }
+    start = time.perf_counter()
+    status: int | None = None
+    error: str | None = None
+    retry_after = None
+    try:
+        response = await client.post(url, content=body.encode(), headers=headers)
+        status = response.status_code
+        retry_after = _retry_after(response.headers.get("retry-after"))
+        if response.is_redirect:
+            error = "redirect not followed"
+    except httpx.TimeoutException:
+        error = "timeout"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    attempt = Attempt(
+        at=sent_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        status=status,
+        error=error,
+        ms=round((time.perf_counter() - start) * 1000),
+    )
+    delivered = status is not None and 200 <= status < 300
+    return Outcome(attempt, delivered, stop=delivered or status == 410, retry_after=retry_after)
+
+
+def next_delay(
+    schedule: tuple[float, ...], attempt: int, retry_after: float | None, rng: random.Random
+) -> float | None:
+    """Seconds before attempt ``attempt`` (0-based), or None when the schedule is exhausted."""
+    if attempt >= len(schedule):
+        return None
+    delay = schedule[attempt] * rng.uniform(0.8, 1.2)
+    return max(delay, retry_after or 0.0)
+
+
+async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
+    """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed.
+
+    If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
+    so a pending delivery outlives a Redis restart.
+    """
+    try:
+        return await _attempt(ctx, job_id, round_, attempt)
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise Retry(defer=1) from exc
+
+
+async def _attempt(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
+    jobs: JobStore = ctx["deps"].jobs
+    settings = ctx["deps"].settings
+    record = await jobs.get(job_id)
+    if record is None or record.webhook is None or record.webhook.round != round_:
+        return None
+    if record.webhook.state != "pending":
+        return record.webhook.state
+    if record.webhook_event is None:  # a job finished before events were frozen at finish time
+        body = event_body(record)
+
+        def freeze(r: JobRecord) -> JobRecord | None:
+            if r.webhook_event is not None:
+                return None
+            r.webhook_event = body
+            return r
+
+        record = await jobs.update(job_id, freeze) or record
+    assert record.webhook is not None and record.webhook_event is not None
+    outcome = await send(
+        ctx["http"], record.webhook.url, f"msg_{job_id}", record.webhook_event, ctx["signer"]
+    )
+    delay = (
+        None
+        if outcome.stop
+        else next_delay(settings.webhook_retry_schedule, attempt + 1, outcome.retry_after, ctx["rng"])
+    )
+
+    def note(r: JobRecord) -> JobRecord | None:
+        if r.webhook is None or r.webhook.round != round_:
+            return None
+        r.webhook.attempts.append(outcome.attempt)
+        r.webhook.state = "delivered" if outcome.delivered else ("pending" if delay is not None else "failed")
+        return r
+
+    after = await jobs.update(job_id, note)
+    telemetry.webhook_attempt(after or record, round_, attempt, outcome.attempt)
+    if delay is not None:
+        await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)
+    return None if after is None or after.webhook is None else after.webhook.state
+
+
+def signer_for(secret: str | None) -> Webhook | None:
+    """The Standard Webhooks signer of ``secret``; ``WebhookRefused`` when the secret is malformed."""
+    if secret is None:
+        return None
+    if not secret.startswith("whsec_"):
+        raise WebhookRefused("WIKIQ_WEBHOOK_SECRET must start with whsec_")
+    try:
+        signer = Webhook(secret)
+    except Exception:
+        raise WebhookRefused("WIKIQ_WEBHOOK_SECRET is not whsec_ followed by base64") from None
+    return signer
