@@ -66,6 +66,7 @@ class ObjectWriter:
         return oid.hex()
 
     def blob(self, data: bytes) -> str:
+        """The id of a blob of ``data``, added."""
         return self._add(OBJ_BLOB, b"blob", data)
 
     def tree(self, entries: Mapping[str, tuple[int, str]]) -> str:
@@ -76,6 +77,7 @@ class ObjectWriter:
         return self._add(OBJ_TREE, b"tree", editor.build().data())
 
     def commit(self, tree: str) -> str:
+        """The id of a root commit of ``tree``, added."""
         who = b"Security Test <security@example.org> 1700000000 +0000"
         body = b"tree %s\nauthor %s\ncommitter %s\n\nnames\n" % (tree.encode(), who, who)
         return self._add(OBJ_COMMIT, b"commit", body)
@@ -102,6 +104,7 @@ class ObjectWriter:
         return self.tree({"wiki": (TREE_MODE, wiki), "index.md": (FILE_MODE, page)})
 
     def write(self, repo: Path) -> None:
+        """Store every object gathered in ``repo`` as one pack."""
         write_pack(repo / "objects" / "pack", self.objects).publish()
 
 
