@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from worker.gitobjects import (
+from worker.git.objects import (
     EMPTY_TREE,
     OBJ_BLOB,
     OBJ_COMMIT,

@@ -17,8 +17,8 @@ from tests.security.gitcheck import PROTECT, git
 from tests.security.names import ACCEPTED, FINDING
 from worker.engine import NewFile, Plan, blob_id, check_static, preflight
 from worker.errors import BatchRejected
-from worker.gitstore import GitStore, Identity
-from worker.ops import Batch, Create
+from worker.git import GitStore, Identity
+from worker.schema.edits import Batch, Create
 
 ALICE = Identity("Alice Example", "alice@example.org")
 CLONE = (*PROTECT, "-c", "transfer.fsckObjects=true", "clone", "-q", "--no-local", "-b", "main")

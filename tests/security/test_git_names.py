@@ -13,8 +13,8 @@ import pytest
 
 from tests.security.gitcheck import FILE_MODE, ObjectWriter, bare, checkout_refuses, fsck_flags
 from tests.security.names import ACCEPTED, DOTFILES, DOTGIT, FINDING
+from worker.engine.paths import check_path, path_problem, segment_problem
 from worker.errors import BatchRejected
-from worker.paths import check_path, path_problem, segment_problem
 
 
 def _ids(names: list[str]) -> list[str]:

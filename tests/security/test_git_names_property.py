@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.security.gitcheck import ObjectWriter, attribute, bare, checkout_refuses, fsck_messages, git
 from tests.security.names import HFS_IGNORED_CODE_POINTS
-from worker.paths import MAX_SEGMENT_BYTES, segment_problem
+from worker.engine.paths import MAX_SEGMENT_BYTES, segment_problem
 
 HFS_IGNORED = [chr(cp) for cp in HFS_IGNORED_CODE_POINTS]
 DANGEROUS = ".giGItT~1:$ " + "".join(HFS_IGNORED) + "modulesattrbMODULESATTRB0234789x"
