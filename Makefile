@@ -15,13 +15,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/wikiq dev
 
+# The browser test needs Debian's chromium: installed here when we are root on Debian, else it is skipped.
 test: $(STAMP)
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) ; } || \
+	  echo "make test: no chromium; the browser test will be skipped (apt-get install -y chromium)"
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check api worker tests bench
 	$(BIN)/ruff format --check api worker tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from worker import keys
 from worker.git import GitStore
 from worker.jobs.consumer import PartitionRunner
+from worker.jobs.context import Deps, JobContext
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
@@ -39,7 +40,6 @@ from worker.jobs.queue import (
     run_script,
 )
 from worker.jobs.records import JobStore
-from worker.jobs.run import Deps
 from worker.settings import Settings
 from worker.telemetry.metrics import RECORDER
 from worker.webhooks.deliver import deliver_webhook, signer_for, webhook_client
@@ -70,10 +70,10 @@ class WorkerProcess:
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
-    def _webhook_worker(self, ctx: dict[str, Any]) -> Worker:
+    def _webhook_worker(self, ctx: JobContext) -> Worker:
         settings = self.settings
         return Worker(
-            functions=[func(deliver_webhook, name="deliver_webhook", max_tries=ARQ_MAX_TRIES)],
+            functions=[func(cast(Any, deliver_webhook), name="deliver_webhook", max_tries=ARQ_MAX_TRIES)],
             queue_name=keys.WEBHOOK_QUEUE,
             redis_pool=self.redis,
             handle_signals=False,
@@ -82,13 +82,13 @@ class WorkerProcess:
             keep_result=0,
             poll_delay=0.5,
             health_check_interval=3600,
-            ctx=ctx,
+            ctx=dict(ctx),
             job_serializer=dumps,
             job_deserializer=loads,
             log_results=False,
         )
 
-    async def _webhook_loop(self, ctx: dict[str, Any], workers: list[Worker]) -> None:
+    async def _webhook_loop(self, ctx: JobContext, workers: list[Worker]) -> None:
         """Run arq's own loop on the webhook queue; after an error, go on with a fresh ``Worker``."""
         while True:
             worker = self._webhook_worker(ctx)  # fresh: a failed start can leave arq's job slot taken
@@ -103,7 +103,7 @@ class WorkerProcess:
         """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
         settings = self.settings
         http = webhook_client(settings.webhook_allow_private, settings.webhook_timeout)
-        ctx = {
+        ctx: JobContext = {
             "deps": self.deps,
             "redis": self.redis,
             "http": http,

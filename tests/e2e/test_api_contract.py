@@ -7,7 +7,6 @@ not see each other's pages, commits or jobs.
 from __future__ import annotations
 
 import base64
-import hashlib
 import itertools
 import json
 import math
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from tests.e2e.service import Service
+from tests.gitutil import blob_id as git_version
 
 MIB = 1024 * 1024
 JOB_KEYS = {
@@ -45,11 +45,6 @@ WORKERS = 2  # for the module-scoped `svc` fixture of conftest.py
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
-
-
-def git_version(data: bytes) -> str:
-    """The git blob id of ``data``, as ``git hash-object`` prints it."""
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
 
 
 def new_wiki(svc: Service, stem: str) -> str:
@@ -1346,22 +1341,20 @@ def test_idempotency_key_other_body_is_conflict(svc: Service) -> None:
 
 
 def test_long_poll_answers_when_the_job_finishes(svc: Service) -> None:
-    """GET /v1/jobs/{id}?wait=10 on a quick job answers with the finished job well before 10 s."""
+    """GET /v1/jobs/{id}?wait=60 on a quick job answers with the finished job, not after the wait.
+
+    The client gives up after 30 s: answering only once the 60 s wait is over would fail the request.
+    """
     wiki = new_wiki(svc, "poll")
     submitted = svc.submit(wiki, {"message": "quick", "edits": [create("wiki/q.md")]})
     assert submitted.status_code == 202, submitted.text
     job_id = submitted.json()["job_id"]
-    started = time.monotonic()
-    answer = svc.client.get(submitted.json()["status_url"], params={"wait": 10})
-    elapsed = time.monotonic() - started
+    answer = svc.client.get(submitted.json()["status_url"], params={"wait": 60}, timeout=30)
     assert answer.status_code == 200, answer.text
     check_job(answer.json(), wiki, "succeeded")
     assert answer.json()["job_id"] == job_id
-    assert elapsed < 5, elapsed
-    started = time.monotonic()
-    again = svc.client.get(f"/v1/jobs/{job_id}", params={"wait": 10})
+    again = svc.client.get(f"/v1/jobs/{job_id}", params={"wait": 60}, timeout=30)
     assert svc.client.get(f"/v1/jobs/{job_id}").json() == answer.json()
-    assert time.monotonic() - started < 5
     assert again.json() == answer.json()
 
 
@@ -1369,11 +1362,9 @@ def test_long_poll_wait_over_60_is_capped(svc: Service) -> None:
     """A wait of more than 60 s is capped at 60 (contract: "at most 60"), not refused."""
     wiki = new_wiki(svc, "cap")
     job = svc.apply(wiki, {"message": "quick", "edits": [create("wiki/q.md")]})
-    started = time.monotonic()
-    answer = svc.client.get(f"/v1/jobs/{job['job_id']}", params={"wait": 120})
+    answer = svc.client.get(f"/v1/jobs/{job['job_id']}", params={"wait": 120}, timeout=30)
     assert answer.status_code == 200, answer.text
     assert answer.json() == job
-    assert time.monotonic() - started < 5
 
 
 def test_unknown_job_is_404(svc: Service) -> None:

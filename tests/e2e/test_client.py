@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from api.client import AsyncClient, Client, ClientError, ConnectionFailed, raise_for_error
 from tests.e2e.service import Service
+from tests.gitutil import blob_id as git_version
 from worker.redis_server import free_port
 from worker.schema.answers import Job
 from worker.schema.edits import Batch, Create, Replace
@@ -32,11 +32,6 @@ def new_wiki(svc: Service, stem: str) -> str:
     wiki = f"{stem}-{next(_serial)}"
     svc.create_wiki(wiki)
     return wiki
-
-
-def git_version(data: bytes) -> str:
-    """The git blob id of ``data``."""
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
 
 
 def create(path: str, content: str) -> dict[str, Any]:

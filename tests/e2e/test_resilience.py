@@ -259,12 +259,11 @@ def test_failover_serves_a_killed_workers_partitions(tmp_path: Path) -> None:
         wiki = next(f"fo{i}" for i in range(1000) if partition_of(f"fo{i}", 4) == orphaned[0])
         service.create_wiki(wiki)
         service.kill_worker(victim)
-        killed_at = time.monotonic()
         answer = service.submit(wiki, _batch(1))
-        job = service.wait(answer.json()["job_id"], timeout=30)
-        took = time.monotonic() - killed_at
+        job = service.wait(answer.json()["job_id"], timeout=60)  # a ceiling that only catches a hang
         assert job["status"] == "succeeded"
-        assert took < 1.5 * 3 + 2, f"takeover took {took:.1f}s"
+        survivor = client.get(f"wikiq:lease:{orphaned[0]}")
+        assert survivor is not None and victim_id not in survivor
         client.close()
     finally:
         service.stop()

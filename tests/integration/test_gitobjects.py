@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gitutil import bare, fsck, git
 from worker.engine import blob_id, check_static, preflight
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.maintenance import repack
@@ -37,27 +38,6 @@ from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite
 FILE, EXEC, LINK, GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 KIND = {FILE: "blob", EXEC: "blob", LINK: "blob", GITLINK: "commit", TREE_MODE: "tree"}
 ALICE = Identity("Alice Example", "alice@example.org")
-
-
-def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    return subprocess.run(
-        ["git", "--git-dir", str(repo), *args], check=True, capture_output=True, input=input
-    ).stdout
-
-
-def fsck(repo: Path) -> None:
-    """``git fsck --strict`` exits 0 and reports nothing broken, missing or dangling."""
-    result = subprocess.run(
-        ["git", "--git-dir", str(repo), "fsck", "--strict", "--no-progress"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    for word in ("error", "warning", "missing", "broken", "dangling", "bad"):
-        assert word not in result.stdout + result.stderr, result.stdout + result.stderr
-
-
-def bare(path: Path) -> Path:
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(path)], check=True)
-    return path
 
 
 def mktree(repo: Path, entries: dict[str, tuple[int, str]]) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gitutil import fsck, git, tree_files
+from tests.gitutil import git_text as gits
 from worker.engine import DictHead, NewFile, Plan, blob_id, check_static, preflight
 from worker.errors import BatchRejected, RefMoved, WikiExists, WikiNotFound
 from worker.git import INITIAL_FILES, GitStore, Identity, WikiRepo
@@ -15,34 +17,6 @@ from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite, Rename
 
 ALICE = Identity("Alice Example", "alice@example.org")
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
-
-def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    return subprocess.run(
-        ["git", "--git-dir", str(repo), *args], check=True, capture_output=True, input=input
-    ).stdout
-
-
-def gits(repo: Path, *args: str) -> str:
-    return git(repo, *args).decode()
-
-
-def fsck(repo: Path) -> None:
-    result = subprocess.run(
-        ["git", "--git-dir", str(repo), "fsck", "--strict"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    assert "error" not in result.stderr and "warning" not in result.stderr, result.stderr
-
-
-def tree_files(repo: Path, commit: str) -> dict[str, bytes]:
-    """Every file at ``commit`` read with plain git: path -> bytes."""
-    files = {}
-    for record in git(repo, "ls-tree", "-r", "-z", commit).split(b"\x00"):
-        if record:
-            meta, path = record.split(b"\t", 1)
-            files[path.decode()] = git(repo, "cat-file", "blob", meta.split()[2].decode())
-    return files
 
 
 def snapshot_tree(root: Path) -> dict[str, bytes | None]:

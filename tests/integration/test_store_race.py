@@ -16,6 +16,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+from tests.gitutil import git_text as _git
 from worker.engine import blob_id, preflight
 from worker.errors import BatchRejected, RefMoved, WikiExists
 from worker.git import GitStore, Identity
@@ -101,12 +102,6 @@ def _race(data_dir: Path, wiki: str, mode: str, rounds: int) -> dict[str, list[d
         assert not errors, (name, errors)
         assert len(report) == rounds
     return reports
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "--git-dir", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout
 
 
 def test_racing_writers_one_wins_each_swap_and_nothing_is_lost(data_dir: Path) -> None:

@@ -11,12 +11,12 @@ writer; git reads them back.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tests.gitutil import bare, git_env
 from worker.git.objects import (
     EMPTY_TREE,
     OBJ_BLOB,
@@ -36,22 +36,11 @@ PROTECT = ("-c", "core.protectNTFS=true", "-c", "core.protectHFS=true")
 _MESSAGE = re.compile(r"^(?:error|warning) in (?:tree|blob|commit|tag) ([0-9a-f]{40}): (\w+)")
 
 
-def git_env() -> dict[str, str]:
-    """The environment for git here: no system or user configuration can change what it checks."""
-    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
-
-
 def git(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run git with ``args`` in the clean environment, output as text."""
     return subprocess.run(
         ["git", *args], check=check, capture_output=True, text=True, errors="replace", env=git_env()
     )
-
-
-def bare(path: Path) -> Path:
-    """A new empty bare repository at ``path``."""
-    git("init", "-q", "--bare", "-b", "main", str(path))
-    return path
 
 
 class ObjectWriter:

@@ -20,6 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gitutil import blob_id as git_blob_id
+from tests.gitutil import git as _git
+from tests.gitutil import tree_files
 from worker.engine import DictHead, preflight
 from worker.errors import BatchRejected
 from worker.git import GitStore, Identity
@@ -42,10 +45,6 @@ TEXTS = ["", "a", "aa", "ab\n", "b\r\n", "ba"]
 OLDS = ["a", "b", "\n", "ab", ""]
 NEWS = ["", "a", "x", "bb"]
 WRONG = hashlib.sha1(b"not a version").hexdigest()
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob " + str(len(data)).encode() + b"\x00" + data).hexdigest()
 
 
 # -- the reference -------------------------------------------------------------------------------------
@@ -300,21 +299,6 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
     }
 
 
-def _git(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", "--git-dir", str(repo), *args], check=True, capture_output=True).stdout
-
-
-def _tree_files(repo: Path, commit: str) -> dict[str, bytes]:
-    files = {}
-    for record in _git(repo, "ls-tree", "-r", "-z", commit).split(b"\x00"):
-        if record:
-            meta, path = record.split(b"\t", 1)
-            mode, kind, oid = meta.split()
-            assert (mode, kind) == (b"100644", b"blob")
-            files[path.decode()] = _git(repo, "cat-file", "blob", oid.decode())
-    return files
-
-
 def test_git_commit_equals_reference_replay(tmp_path_factory: pytest.TempPathFactory) -> None:
     """On a real repo a refused batch changes no byte, and an accepted one commits the reference's tree."""
     data = tmp_path_factory.mktemp("prop-git")
@@ -354,7 +338,9 @@ def test_git_commit_equals_reference_replay(tmp_path_factory: pytest.TempPathFac
             ["git", "--git-dir", str(repo.path), "fsck", "--strict"], check=True, capture_output=True
         )
         applied = [a.to_dict() for a in plan.applied]
-        tally[_check_against_reference(expected, _tree_files(repo.path, commit), applied)] += 1
+        tally[
+            _check_against_reference(expected, tree_files(repo.path, commit, regular_only=True), applied)
+        ] += 1
 
     try:
         check()

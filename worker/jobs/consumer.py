@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any, cast
 
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
@@ -21,8 +22,9 @@ from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker.jobs.arq_compat import poll_once
+from worker.jobs.context import Deps
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
-from worker.jobs.run import Deps, apply_batch
+from worker.jobs.run import apply_batch
 
 log = logging.getLogger("wikiq.queue")
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
@@ -52,7 +54,7 @@ class PartitionRunner:
     def _consumer(self) -> Worker:
         """A fresh arq ``Worker`` for this partition's queue, one job at a time."""
         return Worker(
-            functions=[func(apply_batch, name="apply_batch", max_tries=ARQ_MAX_TRIES)],
+            functions=[func(cast(Any, apply_batch), name="apply_batch", max_tries=ARQ_MAX_TRIES)],
             queue_name=queue_name(self.partition),
             redis_pool=self.redis,
             handle_signals=False,

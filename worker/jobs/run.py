@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from arq import Retry
@@ -25,27 +24,18 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from worker.engine import Plan, preflight
 from worker.engine.paths import ZonePolicy
 from worker.errors import RefLocked, RefMoved, WikiqError
-from worker.git import STALE_LOCK_SECONDS, GitStore, Identity, WikiRepo
+from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.jobs import events as telemetry
+from worker.jobs.context import Deps, JobContext
 from worker.jobs.queue import schedule_first
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
 from worker.schema.answers import Applied, ErrorInfo, JobResult
 from worker.schema.edits import Limits
-from worker.settings import Settings
 
 log = logging.getLogger("wikiq.worker")
 MAX_SWAPS = 50
 RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
-
-
-@dataclass
-class Deps:
-    """What job functions need, created once at worker start-up and handed down through arq's ctx."""
-
-    settings: Settings
-    store: GitStore
-    jobs: JobStore
 
 
 def _result(commit: str | None, plan: Plan) -> JobResult:
@@ -122,14 +112,14 @@ def _finish(result: JobResult | None, error: ErrorInfo | None) -> Any:
     return change
 
 
-async def _again(ctx: dict[str, Any]) -> Retry:
+async def _again(ctx: JobContext) -> Retry:
     """Back off briefly (longer each try), then the ``Retry`` that runs this job again, first in line."""
     await asyncio.sleep(0.05 * 2 ** min(int(ctx.get("job_try", 1)), 5))  # back-off before the same job
     return Retry()
 
 
 async def _record(
-    ctx: dict[str, Any],
+    ctx: JobContext,
     jobs: JobStore,
     job_id: str,
     result: JobResult | None,
@@ -151,7 +141,7 @@ async def _record(
     raise await _again(ctx)
 
 
-async def _schedule_webhook(ctx: dict[str, Any], record: JobRecord | None) -> None:
+async def _schedule_webhook(ctx: JobContext, record: JobRecord | None) -> None:
     """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then."""
     if record is None or record.webhook is None:
         return
@@ -165,7 +155,7 @@ def _error(exc: WikiqError) -> ErrorInfo:
     return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
 
 
-async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: Exception) -> ErrorInfo:
+async def _retry_or_give_up(ctx: JobContext, deps: Deps, job_id: str, exc: Exception) -> ErrorInfo:
     """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
     if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
         telemetry.job_retry(job_id, exc)
@@ -173,7 +163,7 @@ async def _retry_or_give_up(ctx: dict[str, Any], deps: Deps, job_id: str, exc: E
     return _error(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
 
 
-async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
+async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
     """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
     deps: Deps = ctx["deps"]
     try:
@@ -204,9 +194,7 @@ async def apply_batch(ctx: dict[str, Any], job_id: str) -> str | None:
     return "failed" if error else "succeeded"
 
 
-async def _apply(
-    ctx: dict[str, Any], deps: Deps, record: JobRecord
-) -> tuple[JobResult | None, ErrorInfo | None]:
+async def _apply(ctx: JobContext, deps: Deps, record: JobRecord) -> tuple[JobResult | None, ErrorInfo | None]:
     """Check and commit the batch in a thread: ``(result, None)``, or ``(None, error)`` when refused."""
     try:
         repo = deps.store.open(record.wiki)
@@ -223,7 +211,7 @@ async def _apply(
 
 
 async def _finish_job(
-    ctx: dict[str, Any], deps: Deps, job_id: str, result: JobResult | None, error: ErrorInfo | None
+    ctx: JobContext, deps: Deps, job_id: str, result: JobResult | None, error: ErrorInfo | None
 ) -> None:
     """Record the outcome, tell the metrics and queue the webhook."""
     finished = await _record(ctx, deps.jobs, job_id, result, error)

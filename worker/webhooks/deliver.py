@@ -14,6 +14,7 @@ rebinding after the submission check gains nothing (unless private addresses are
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import ssl
 import time
@@ -32,10 +33,13 @@ from standardwebhooks import Webhook
 
 from worker.errors import WebhookRefused
 from worker.jobs import events as telemetry
+from worker.jobs.context import JobContext
 from worker.jobs.queue import enqueue_attempt
 from worker.jobs.records import JobRecord, JobStore, event_body
 from worker.schema.answers import Attempt
 from worker.webhooks.guard import address_refused
+
+log = logging.getLogger("wikiq.webhooks")
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -150,7 +154,7 @@ def next_delay(
     return max(delay, retry_after or 0.0)
 
 
-async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
+async def deliver_webhook(ctx: JobContext, job_id: str, round_: int, attempt: int) -> str | None:
     """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed.
 
     If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
@@ -162,7 +166,7 @@ async def deliver_webhook(ctx: dict[str, Any], job_id: str, round_: int, attempt
         raise Retry(defer=1) from exc
 
 
-async def _attempt(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) -> str | None:
+async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> str | None:
     jobs: JobStore = ctx["deps"].jobs
     settings = ctx["deps"].settings
     record = await jobs.get(job_id)
@@ -181,9 +185,11 @@ async def _attempt(ctx: dict[str, Any], job_id: str, round_: int, attempt: int) 
 
         record = await jobs.update(job_id, freeze) or record
     assert record.webhook is not None and record.webhook_event is not None
-    outcome = await send(
-        ctx["http"], record.webhook.url, f"msg_{job_id}", record.webhook_event, ctx["signer"]
-    )
+    signer = ctx.get("signer")
+    if signer is None:  # the secret was removed after the job was accepted: nothing can be signed
+        log.warning("webhook of job %s not sent: WIKIQ_WEBHOOK_SECRET is not set", job_id)
+        return record.webhook.state
+    outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", record.webhook_event, signer)
     delay = (
         None
         if outcome.stop

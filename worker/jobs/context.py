@@ -1,0 +1,40 @@
+"""What arq job functions are handed: the process's shared resources (``Deps``) inside arq's ``ctx``.
+
+arq passes each job a plain dict; ``JobContext`` names what wikiq puts in it (``deps``, ``redis``, and for
+webhook deliveries ``http``, ``signer``, ``rng``) and what arq adds (``job_try``), so job functions read
+typed values instead of guessing keys.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TypedDict
+
+import httpx
+from arq.connections import ArqRedis
+from standardwebhooks import Webhook
+
+from worker.git import GitStore
+from worker.jobs.records import JobStore
+from worker.settings import Settings
+
+
+@dataclass
+class Deps:
+    """What job functions need, created once at worker start-up and handed down through arq's ctx."""
+
+    settings: Settings
+    store: GitStore
+    jobs: JobStore
+
+
+class JobContext(TypedDict, total=False):
+    """arq's ``ctx`` as wikiq fills it."""
+
+    deps: Deps
+    redis: ArqRedis
+    job_try: int  # set by arq: 1 on the first run
+    http: httpx.AsyncClient  # webhook deliveries only
+    signer: Webhook | None
+    rng: random.Random
