@@ -1,0 +1,13 @@
+"""A pure markdown toolkit for refactor-grade edits (contract section 7): no I/O at all.
+
+    document     the block structure of a page (markdown-it-py): lines, front matter, headings, inline blocks
+    inline       code spans and link syntax inside one paragraph or heading
+    links        find_links, resolve, backlinks, broken_links (wikiq's link resolution rule)
+    rewrite      rewrite_links after files moved (renames, folder renames)
+    sections     outline and the five section ops
+    frontmatter  read_frontmatter, set_frontmatter (YAML, line-exact)
+    patterns     count_and_replace with a literal or an RE2 pattern
+
+Everything works on ``str`` (the caller decodes UTF-8 and skips pages that are not) and keeps every byte
+it does not change. Refusals are ``worker.errors.BatchRejected`` carrying the failing edit's index.
+"""
