@@ -25,6 +25,7 @@ import string
 from dataclasses import dataclass
 
 PUNCTUATION = frozenset(string.punctuation)
+_MAX_NESTING = 32
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ class _Scanner:
         close = self.closing.get(position)
         if close is None or close >= end or not text.startswith("(", close + 1):
             return None
-        parsed = _destination(text, close + 2, _line_end(text, close + 2, end))
+        parsed = _destination(text, close + 2, end)
         if parsed is None:
             return None
         target, fragment, title, angle, after = parsed
@@ -248,21 +249,14 @@ def scan_definition(text: str, start: int, end: int) -> RawLink | None:
     return RawLink("definition", False, bracket, end, span, fragment, (bracket + 1, position), title, angle)
 
 
-def _line_end(text: str, position: int, end: int) -> int:
-    for stop in ("\n", "\r"):
-        found = text.find(stop, position, end)
-        if found >= 0:
-            end = found
-    return end
-
-
 def _destination(
     text: str, position: int, end: int
 ) -> tuple[tuple[int, int], tuple[int, int] | None, tuple[int, int] | None, bool, int] | None:
-    """Parse ``dest "title")`` from ``position`` (just after ``(``) up to ``end`` (the line's end).
+    """Parse ``dest "title")`` from ``position`` (just after ``(``), on one line, before ``end``.
 
     Returns (path span, fragment span, title span, angle, offset after ``)``), or None when it is not an
-    inline link's destination.
+    inline link's destination. Like markdown-it, a raw destination nests parentheses at most 32 deep:
+    this also bounds how far the scans of many unclosed ``[a](`` on one line can overlap (linear time).
     """
     position = _skip_blanks(text, position, end)
     angle = text.startswith("<", position)
@@ -270,7 +264,7 @@ def _destination(
         dest_start = position + 1
         dest_end = dest_start
         while dest_end < end and text[dest_end] != ">":
-            if text[dest_end] == "<":
+            if text[dest_end] in "<\r\n":
                 return None
             if text[dest_end] == "\\" and dest_end + 1 < end and text[dest_end + 1] in PUNCTUATION:
                 dest_end += 2
@@ -291,6 +285,8 @@ def _destination(
                 break
             if char == "(":
                 depth += 1
+                if depth > _MAX_NESTING:
+                    return None
             elif char == ")":
                 if depth == 0:
                     break
@@ -307,7 +303,7 @@ def _destination(
         while title_end < end and text[title_end] != closer:
             if text[title_end] == "\\" and title_end + 1 < end:
                 title_end += 1
-            elif closer == ")" and text[title_end] == "(":
+            elif text[title_end] in "\r\n" or (closer == ")" and text[title_end] == "("):
                 return None
             title_end += 1
         if title_end >= end:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from worker.errors import BatchRejected
@@ -80,60 +80,64 @@ def outline(text: str) -> list[Section]:
 
 
 def _sections(doc: Document) -> list[Section]:
-    headings = doc.headings
-    chain: list[tuple[int, str]] = []
-    drafts: list[tuple[int, str, tuple[str, ...], int, int, int]] = []
-    for number, heading in enumerate(headings):
-        while chain and chain[-1][0] >= heading.level:
-            chain.pop()
-        chain.append((heading.level, heading.text))
-        end = len(doc.lines)
-        for later in headings[number + 1 :]:
-            if later.level <= heading.level:
-                end = later.start
-                break
-        path = tuple(text for _, text in chain)
-        drafts.append((heading.level, heading.text, path, heading.start, heading.end, end))
+    drafts: list[tuple[int, str, tuple[str, ...], int, int]] = []
+    ends: list[int] = [len(doc.lines)] * len(doc.headings)
+    open_sections: list[int] = []  # the sections still running, by index into drafts, outermost first
+    for number, heading in enumerate(doc.headings):
+        while open_sections and drafts[open_sections[-1]][0] >= heading.level:
+            ends[open_sections.pop()] = heading.start
+        parent = drafts[open_sections[-1]][2] if open_sections else ()
+        drafts.append((heading.level, heading.text, (*parent, heading.text), heading.start, heading.end))
+        open_sections.append(number)
     sections = [
         Section(level, text, path, "", start, body, end, blob_id(doc.span_text(start, end).encode()))
-        for level, text, path, start, body, end in drafts
+        for (level, text, path, start, body), end in zip(drafts, ends, strict=True)
     ]
-    return [_with_address(section, sections) for section in sections]
+    lookup = _Lookup(sections)
+    return [replace(section, address=_address(section, lookup)) for section in sections]
 
 
-def _with_address(section: Section, sections: list[Section]) -> Section:
+def _address(section: Section, lookup: _Lookup) -> str:
     for size in range(1, len(section.path) + 1):
         address = " > ".join(section.path[-size:])
-        if _matching(sections, address) == [section]:
-            return _replace_address(section, address)
+        if lookup.matching(address) == [section]:
+            return address
     full = " > ".join(section.path)
-    same = _matching(sections, full)
-    return _replace_address(section, f"{full} [{same.index(section) + 1}]")
+    return f"{full} [{lookup.position(full, section) + 1}]"
 
 
-def _replace_address(section: Section, address: str) -> Section:
-    return Section(
-        section.level,
-        section.text,
-        section.path,
-        address,
-        section.start,
-        section.body_start,
-        section.end,
-        section.version,
-    )
+class _Lookup:
+    """The sections by text and by every tail of their path, so that addressing every section of a
+    page costs time linear in the page (answers are kept: many sections may share one heading)."""
 
+    def __init__(self, sections: list[Section]) -> None:
+        self.order = {id(section): number for number, section in enumerate(sections)}
+        self.by_text: dict[str, list[Section]] = {}
+        self.by_tail: dict[tuple[str, ...], list[Section]] = {}
+        self.answers: dict[str, list[Section]] = {}
+        self.positions: dict[str, dict[int, int]] = {}
+        for section in sections:
+            self.by_text.setdefault(section.text, []).append(section)
+            for size in range(1, len(section.path) + 1):
+                self.by_tail.setdefault(section.path[-size:], []).append(section)
 
-def _matching(sections: list[Section], address: str) -> list[Section]:
-    wanted = normalize_heading(address)
-    parts = tuple(normalize_heading(part) for part in wanted.split(">")) if ">" in wanted else ()
-    if not all(parts):
-        parts = ()
-    found = []
-    for section in sections:
-        if section.text == wanted or (parts and section.path[-len(parts) :] == parts):
-            found.append(section)
-    return found
+    def matching(self, address: str) -> list[Section]:
+        """The sections ``address`` finds (rules 1 and 2 of the module docstring), in page order."""
+        wanted = normalize_heading(address)
+        if wanted not in self.answers:
+            found = {id(section): section for section in self.by_text.get(wanted, ())}
+            if ">" in wanted:
+                parts = tuple(normalize_heading(part) for part in wanted.split(">"))
+                if all(parts):
+                    found.update({id(section): section for section in self.by_tail.get(parts, ())})
+            self.answers[wanted] = sorted(found.values(), key=lambda section: self.order[id(section)])
+        return self.answers[wanted]
+
+    def position(self, address: str, section: Section) -> int:
+        """Where ``section`` is among the sections ``address`` finds."""
+        if address not in self.positions:
+            self.positions[address] = {id(s): n for n, s in enumerate(self.matching(address))}
+        return self.positions[address][id(section)]
 
 
 def find_section(text: str, heading: str, index: int | None = None) -> Section:
@@ -142,11 +146,12 @@ def find_section(text: str, heading: str, index: int | None = None) -> Section:
 
 
 def _find(sections: list[Section], heading: str, index: int | None) -> Section:
-    found = _matching(sections, heading)
+    lookup = _Lookup(sections)
+    found = lookup.matching(heading)
     if not found:
         ordinal = _ORDINAL.fullmatch(normalize_heading(heading))
         if ordinal is not None:
-            among = _matching(sections, ordinal.group(1))
+            among = lookup.matching(ordinal.group(1))
             number = int(ordinal.group(2))
             if number <= len(among):
                 return among[number - 1]

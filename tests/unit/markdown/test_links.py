@@ -221,3 +221,19 @@ def test_backlinks_by_page_and_line() -> None:
         ("wiki/a.md", 1, "[[a#self]]"),
         ("wiki/sub/dup.md", 2, "[up](../a.md#s)"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("[a](" * 20_000, 0),
+        ("[" * 20_000 + "]" * 20_000, 0),
+        ("`" * 10_000 + " x " + "``" * 10_000, 0),
+        ("[[a " * 20_000, 0),
+        ('[a](b "' * 10_000, 0),
+        ("[" * 3_000 + "![a](b.png)" + "](c.md)" * 3_000, 3_001),
+    ],
+)
+def test_hostile_lines_are_read_in_linear_time(text: str, count: int) -> None:
+    """Long lines of unclosed link syntax give the right answer (a quadratic scan would not finish)."""
+    assert len(find_links(text)) == count
