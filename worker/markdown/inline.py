@@ -8,14 +8,16 @@ links, so nothing inside one is ever read as a link.
 Link syntax recognised outside code spans:
 
 - wikilinks ``[[target#fragment|label]]`` and embeds ``![[...]]``: one line, no ``[`` or ``]`` inside,
-  the target ends at the first ``#`` or ``|``, the label at ``]]``;
+  the target ends at the first ``#`` or ``|`` (or ``\\|``, the pipe escaped in a table row), the label
+  at ``]]``;
 - inline markdown links and images ``[label](dest "title")`` / ``![alt](dest)``: the label may hold
   balanced brackets and span lines; ``(dest "title")`` must be on one line; ``dest`` is ``<...>`` or a raw
   destination (balanced parentheses, no blanks); the title is ``"..."``, ``'...'`` or ``(...)``.
   Links inside a label (an image inside a link) are found too.
 
-Not handled (deliberately): raw HTML (``<a href>``) and autolinks, reference-style uses (``[text][id]``;
-their definitions are read by ``links``), a destination on the line after ``(``.
+Not handled (deliberately): raw HTML (``<a href>``) and autolinks (a link inside an inline HTML comment
+in a paragraph is found like any other), reference-style uses (``[text][id]``; their definitions are read
+by ``links``), a destination on the line after ``(`` or nesting parentheses more than 32 deep.
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ class _Scanner:
         label = None
         if pipe >= 0:
             label = (pipe + 1, body_end)
-            body_end = pipe
+            # ``[[name\|label]]``: the pipe escaped for a table row, as Obsidian writes it.
+            body_end = pipe - 1 if pipe > inner and text[pipe - 1] == "\\" else pipe
         hash_at = text.find("#", inner, body_end)
         fragment = None
         name_end = body_end

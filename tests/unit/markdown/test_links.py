@@ -237,3 +237,17 @@ def test_backlinks_by_page_and_line() -> None:
 def test_hostile_lines_are_read_in_linear_time(text: str, count: int) -> None:
     """Long lines of unclosed link syntax give the right answer (a quadratic scan would not finish)."""
     assert len(find_links(text)) == count
+
+
+def test_wikilink_with_a_pipe_escaped_for_a_table() -> None:
+    """``[[name\\|label]]`` (Obsidian in a table row) has target ``name`` and label ``label``."""
+    (link,) = find_links("| col |\n|---|\n| [[a#h\\|A]] |\n")
+    assert (link.target, link.fragment, link.label, link.line) == ("a", "h", "A", 3)
+
+
+def test_reference_definitions_in_containers() -> None:
+    """Definitions inside a block quote or a list item are found; one whose destination is on the next
+    line is not (deliberately)."""
+    text = '> [q]: q.md\n\n- [l]: <l l.md> "T"\n\n[n]:\n  n.md\n\n[use][q] [use][l]\n'
+    found = [(link.kind, link.path, link.angle, link.line) for link in find_links(text)]
+    assert found == [("definition", "q.md", False, 1), ("definition", "l l.md", True, 3)]

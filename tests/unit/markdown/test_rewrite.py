@@ -179,3 +179,8 @@ def test_encode_destination_styles() -> None:
     assert encode_destination("a b/é.md", "x.md", angle=False) == "a%20b/é.md"
     assert encode_destination("a b/é.md", "x.md", angle=True) == "a b/é.md"
     assert encode_destination("100%#.md", "x.md", angle=True) == "100%25%23.md"
+
+
+def test_table_row_wikilink_keeps_its_escaped_pipe() -> None:
+    """In ``[[old\\|label]]`` only the target changes."""
+    assert rewrite("| [[old\\|Old]] |\n", {"wiki/old.md": "wiki/new.md"}) == ("| [[new\\|Old]] |\n", 1)
