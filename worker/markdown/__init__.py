@@ -26,7 +26,7 @@ from worker.markdown.links import (
     resolve_target,
 )
 from worker.markdown.patterns import compile_pattern, count_and_replace
-from worker.markdown.rewrite import rewrite_links
+from worker.markdown.rewrite import may_rewrite, rewrite_links
 from worker.markdown.sections import (
     Section,
     append_section,
@@ -55,6 +55,7 @@ __all__ = [
     "find_links",
     "find_section",
     "insert_section_after",
+    "may_rewrite",
     "outline",
     "read_frontmatter",
     "remove_section",

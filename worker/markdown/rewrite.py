@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from worker.markdown.links import (
     FileIndex,
@@ -85,6 +85,22 @@ def rewrite_links(
         count += 1
     pieces.append(text[position:])
     return "".join(pieces), count
+
+
+def may_rewrite(path: str, text: str, moves: Mapping[str, str]) -> bool:
+    """False only when ``rewrite_links(path, text, moves, ...)`` certainly changes nothing: the page did
+    not move and its text (lowered, without backslashes, percent-decoded too) holds no file name, with or
+    without ``.md``, of a moved file's old or new place. A cheap filter before parsing every page."""
+    if path in moves:
+        return True
+    seen = text.lower().replace("\\", "")
+    if "%" in seen:
+        seen += "\n" + unquote(seen, errors="replace")
+    for place in (*moves.keys(), *moves.values()):
+        name = place.rsplit("/", 1)[-1].lower()
+        if name.removesuffix(".md") in seen:
+            return True
+    return False
 
 
 def retarget(link: Link, old: str, wanted: str, page: str, files: FileIndex) -> str | None:

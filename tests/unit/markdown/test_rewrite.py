@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.markdown.rewrite import encode_destination, relative_path, rewrite_links
+from worker.markdown.rewrite import encode_destination, may_rewrite, relative_path, rewrite_links
 
 FILES = {
     "index.md",
@@ -184,3 +184,12 @@ def test_encode_destination_styles() -> None:
 def test_table_row_wikilink_keeps_its_escaped_pipe() -> None:
     """In ``[[old\\|label]]`` only the target changes."""
     assert rewrite("| [[old\\|Old]] |\n", {"wiki/old.md": "wiki/new.md"}) == ("| [[new\\|Old]] |\n", 1)
+
+
+def test_may_rewrite_filters_pages_without_the_moved_names() -> None:
+    """Pages that cannot be affected are skipped; escaped, encoded or differently cased names are not."""
+    moves = {"wiki/my page.md": "wiki/new_name.md"}
+    assert not may_rewrite("wiki/p.md", "[[other]] [x](y.md)\n", moves)
+    assert may_rewrite("wiki/p.md", "[x](My%20Page.md)\n", moves)
+    assert may_rewrite("wiki/p.md", "[[new\\_name]]\n", moves)
+    assert may_rewrite("wiki/my page.md", "no links\n", moves)
