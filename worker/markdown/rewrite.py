@@ -9,11 +9,12 @@ another folder stays as written while the name is unambiguous. Otherwise only it
 keeping everything else of the link (``!``, ``#fragment``, ``|label``, ``[label]``, title, ``<...>``):
 
 - wikilink: the first of these spellings that resolves to exactly the new place is written: the new file
-  name (only if the link was a bare name); the path from the root (first only if the link spelled its
-  old target's path from the root); the path under ``wiki/`` (for files below a folder of ``wiki/``);
-  the path from the root; ``/`` and the path from the root. ``.md`` is left out of each
-  unless the link spelled it. A spelling holding ``#``, ``|``, ``[``, ``]`` or a line break cannot be a
-  wikilink target and is skipped.
+  name (only if the link was a bare name); the path from the root (tried here only if the link spelled
+  its old target's whole path from the root); the path under ``wiki/`` (for files in a folder below
+  ``wiki/``); the path from the root; ``/`` and the path from the root. ``.md`` is left out of each
+  unless the link spelled it; the very last try is ``/`` and the full path with ``.md``. A link written
+  with a leading ``/`` only gets the ``/`` spellings. A spelling holding ``#``, ``|``, ``[``, ``]`` or a
+  line break cannot be a wikilink target and is skipped (the link is then left as it is).
 - markdown link or reference definition: the new place relative to the page's new folder (from the
   root with a leading ``/`` when the link was written that way; ``./`` kept when it was written;
   ``.md`` left out when it was and that still resolves). Percent-encoding follows the link: when its
