@@ -242,8 +242,8 @@ def run_local(git_dir: Path, args: list[str], timeout: float = 60.0) -> Finished
 # -- failures -------------------------------------------------------------------------------------
 
 _NOT_FOUND = re.compile(
-    r"repository not found|does not appear to be a git repository|not exported|no such repository"
-    r"|returned error: 404",
+    r"repository not found|repository '[^']*' not found|does not appear to be a git repository"
+    r"|not exported|no such repository|returned error: 404",
     re.I,
 )
 _AUTH = re.compile(
@@ -252,10 +252,17 @@ _AUTH = re.compile(
     r"|access denied|no matching host key|host key for .* has changed|remote host identification has changed",
     re.I,
 )
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"]+")
-_DETAIL_LINE = re.compile(
-    r"^(?:fatal|error|ssh|remote): |Permission denied|Host key|Could not|Connection", re.I
+_UNREACHABLE = re.compile(
+    r"connection refused|could not resolve|timed out|failed to connect|unable to connect|unreachable"
+    r"|no route to host|connection reset|connection closed|hung up|ssl|certificate|proxy",
+    re.I,
 )
+_KINDS: tuple[tuple[UnavailableKind, re.Pattern[str], str], ...] = (
+    ("not_found", _NOT_FOUND, "no such repository there, or no access to it"),
+    ("auth", _AUTH, "the credentials (or the ssh host key) were refused"),
+    ("unreachable", _UNREACHABLE, "it cannot be reached"),
+)
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"]+")
 _MAX_DETAIL = 240
 
 
@@ -263,31 +270,36 @@ def unavailable(
     remote: Remote, operation: str, stderr: str, secrets: tuple[str, ...] = ()
 ) -> RemoteUnavailable:
     """The ``RemoteUnavailable`` a failed ``operation`` stands for, its kind read from git's ``stderr``."""
-    kind: UnavailableKind
-    if _NOT_FOUND.search(stderr):
-        kind, what = "not_found", "no such repository there, or no access to it"
-    elif _AUTH.search(stderr):
-        kind, what = "auth", "the credentials (or the ssh host key) were refused"
-    else:
-        kind, what = "unreachable", "it cannot be reached"
+    kind, pattern, what = _classify(stderr)
     message = f"remote {remote.name!r}: {operation} failed: {what}"
-    detail = describe(stderr, remote, secrets)
+    detail = describe(stderr, remote, secrets, pattern)
     if detail:
         message += f" (git: {detail})"
     return RemoteUnavailable(message, kind=kind)
 
 
-def describe(stderr: str, remote: Remote, secrets: tuple[str, ...] = ()) -> str:
-    """The most telling line of git's ``stderr``, redacted, URLs shown as ``<remote name>``, shortened."""
+def _classify(stderr: str) -> tuple[UnavailableKind, re.Pattern[str] | None, str]:
+    """The kind of failure git's ``stderr`` tells, the pattern that told it, and how to say it."""
+    for kind, pattern, what in _KINDS:
+        if pattern.search(stderr):
+            return kind, pattern, what
+    return "unreachable", None, "it cannot be reached"
+
+
+def describe(
+    stderr: str, remote: Remote, secrets: tuple[str, ...] = (), telling: re.Pattern[str] | None = None
+) -> str:
+    """One line of git's ``stderr`` (the first matching ``telling``, else the first ``fatal:``), redacted,
+    URLs shown as ``<remote name>``, shortened."""
     lines = [line.strip() for line in redact(stderr, remote, secrets).splitlines() if line.strip()]
-    chosen = [line for line in lines if _DETAIL_LINE.search(line)] or lines
-    if not chosen:
+    if not lines:
         return ""
-    fatal = [line for line in chosen if line.lower().startswith("fatal:")]
-    line = (fatal or chosen)[0]
-    following = lines[lines.index(line) + 1 :]
-    if line.endswith(":") and following:  # "unable to connect to host:" + "errno=Connection refused"
-        line += " " + following[0]
+    best = [line for line in lines if telling is not None and telling.search(line)]
+    fatal = [line for line in lines if line.lower().startswith("fatal:")]
+    index = lines.index((best or fatal or lines)[0])
+    line = lines[index]
+    if line.endswith(":") and index + 1 < len(lines):  # "unable to connect to host:" + "errno=..."
+        line += " " + lines[index + 1]
     line = line.replace(remote.url, f"<{remote.name}>")
     line = _URL.sub(f"<{remote.name}>", line)
     return line[:_MAX_DETAIL] + ("..." if len(line) > _MAX_DETAIL else "")

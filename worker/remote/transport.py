@@ -25,7 +25,7 @@ from pathlib import Path
 from worker.errors import WikiqError
 from worker.remote.config import Remote
 from worker.remote.errors import RemoteUnavailable
-from worker.remote.gitcommand import describe, prepare, run, run_local, unavailable
+from worker.remote.gitcommand import prepare, run, run_local, unavailable
 from worker.remote.porcelain import Accepted, Moved, PushResult, Rejected, outcome, status_of
 from worker.remote.redact import redact
 
@@ -182,14 +182,7 @@ def _failed(
     remote: Remote, operation: str, stderr: str, secrets: tuple[str, ...], started: float
 ) -> RemoteUnavailable:
     error = unavailable(remote, operation, stderr, secrets)
-    log.debug(
-        "remote %s: %s failed (%s) in %.0f ms: %s",
-        remote.name,
-        operation,
-        error.kind,
-        _ms(started),
-        describe(stderr, remote, secrets),
-    )
+    log.debug("%s [%s, %.0f ms]", error.message, error.kind, _ms(started))
     return error
 
 
