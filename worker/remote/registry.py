@@ -10,6 +10,7 @@ A registry made with ``path=None`` (no ``WIKIQ_REMOTES_FILE``) declares no remot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -36,7 +37,8 @@ class RemoteRegistry:
         self._signature: _Signature | None = None
         self._refused: _Signature | str | None = "none"  # the bad version last warned about
         if self.path is not None:
-            self._signature = _signature(self.path)
+            with contextlib.suppress(OSError):  # then load_remotes says what is wrong
+                self._signature = _signature(self.path)
             self._remotes = MappingProxyType(load_remotes(self.path))
 
     def remotes(self) -> Mapping[str, Remote]:
