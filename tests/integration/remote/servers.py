@@ -200,7 +200,7 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         """The request body, whether sent with ``Content-Length`` or ``Transfer-Encoding: chunked``."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
