@@ -9,7 +9,8 @@ its own session, and the whole session is killed when the deadline passes.
 
 What each command gets (``prepare``):
 
-- environment: only ``PATH``, ``HOME``, ``TMPDIR``, proxy and CA-bundle variables from ours, plus
+- environment: only ``PATH``, ``TMPDIR``, proxy and CA-bundle variables from ours, ``HOME`` set to an
+  empty private folder (no ``~/.netrc``, which curl would read, nor any other dotfile), plus
   ``LC_ALL=C`` (messages parsed below are English), ``GIT_TERMINAL_PROMPT=0``, ``GIT_CONFIG_NOSYSTEM=1``
   and ``GIT_CONFIG_GLOBAL=/dev/null`` (no system or user config: no credential helper, ``insteadOf``
   rewrite or hook of theirs), and ``GIT_SSH_COMMAND`` for ssh remotes;
@@ -22,8 +23,8 @@ What each command gets (``prepare``):
   the environment of a process is readable only by its own user and root;
 - ssh identities through ``GIT_SSH_COMMAND``: ``ssh -F /dev/null -i <key> -o IdentitiesOnly=yes
   -o UserKnownHostsFile=<known_hosts> -o StrictHostKeyChecking=yes -o BatchMode=yes ...`` with the
-  paths shell-quoted (git runs it through ``sh``). A remote without an identity keeps the user's ssh
-  setup but still never prompts and never trusts an unknown host key.
+  paths shell-quoted (git runs it through ``sh``). An ssh remote without an identity keeps the user's
+  ``HOME`` and ssh agent (their ssh setup) but still never prompts and never trusts an unknown host key.
 
 Failures become ``RemoteUnavailable`` (``unavailable``): the kind is read from git's stderr, and the
 message carries at most one line of it, redacted, with URLs replaced by the remote's name.
@@ -117,8 +118,13 @@ def prepare(git_dir: Path, remote: Remote, args: list[str]) -> GitCommand:
         secrets = (password,)
     if remote.scheme == "ssh":
         env["GIT_SSH_COMMAND"] = ssh_command(credentials if isinstance(credentials, SshIdentity) else None)
-        if not isinstance(credentials, SshIdentity) and "SSH_AUTH_SOCK" in os.environ:
+    if remote.scheme == "ssh" and not isinstance(credentials, SshIdentity):
+        # no identity declared: the user's own ssh setup (~/.ssh, agent) is what the operator meant
+        if "SSH_AUTH_SOCK" in os.environ:
             env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
+    else:
+        # an empty private HOME: no ~/.netrc (curl would read it), ~/.ssh/config or other dotfile applies
+        env["HOME"] = str(askpass_helper().parent)
     config = [
         "credential.helper=",
         "core.askPass=",

@@ -35,7 +35,7 @@ class RemoteRegistry:
         self._lock = threading.Lock()
         self._remotes: Mapping[str, Remote] = MappingProxyType({})
         self._signature: _Signature | None = None
-        self._refused: _Signature | str | None = "none"  # the bad version last warned about
+        self._refused: list[_Signature | None] = []  # the bad version last warned about, if any
         if self.path is not None:
             with contextlib.suppress(OSError):  # then load_remotes says what is wrong
                 self._signature = _signature(self.path)
@@ -68,7 +68,7 @@ class RemoteRegistry:
                 signature: _Signature | None = _signature(self.path)
             except OSError:
                 signature = None
-            if signature == self._signature or signature == self._refused:
+            if signature == self._signature or signature in self._refused:
                 return False
             if signature is None:
                 self._refuse(None, f"remotes file {self.path}: it is gone or unreadable")
@@ -80,12 +80,12 @@ class RemoteRegistry:
                 return False
             self._remotes = MappingProxyType(remotes)
             self._signature = signature
-            self._refused = "none"
+            self._refused = []
             log.info("remotes file %s re-read: %d remotes declared", self.path, len(remotes))
             return True
 
     def _refuse(self, signature: _Signature | None, problem: str) -> None:
-        self._refused = signature
+        self._refused = [signature]
         log.warning("%s; keeping the %d remotes of its last good version", problem, len(self._remotes))
 
 

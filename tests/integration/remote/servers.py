@@ -110,6 +110,7 @@ class HttpGitServer:
         self.password = password
         self.on_request: Callable[[], None] | None = None
         self.requests: list[tuple[str, str, bool]] = []  # (method, path, authorized)
+        self.chunked_requests = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -165,7 +166,7 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         authorized = server.authorized(self.headers.get("Authorization"))
         server.requests.append((self.command, path, authorized))
-        body = self._read_body()
+        body = self._read_body(server)
         if not authorized:
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="wikiq-test"')
@@ -197,9 +198,10 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         )
         self._relay(result.stdout)
 
-    def _read_body(self) -> bytes:
+    def _read_body(self, server: HttpGitServer) -> bytes:
         """The request body, whether sent with ``Content-Length`` or ``Transfer-Encoding: chunked``."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            server.chunked_requests += 1
             chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)

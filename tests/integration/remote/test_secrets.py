@@ -156,6 +156,7 @@ def test_the_token_travels_only_in_the_askpass_environment(monkeypatch: pytest.M
     assert command.env["GIT_CONFIG_GLOBAL"] == os.devnull
     assert "credential.helper=" in command.argv
     assert TOKEN_ENV not in command.env  # our own copy of the variable is not passed on
+    assert command.env["HOME"] == str(helper.parent)  # no ~/.netrc or dotfile of the user applies
 
 
 def test_credentials_are_read_when_used(

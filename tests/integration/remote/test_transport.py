@@ -5,6 +5,8 @@ fetch, an unreachable server, refused credentials and a deadline.
 
 from __future__ import annotations
 
+import base64
+import os
 import shutil
 from pathlib import Path
 
@@ -206,6 +208,17 @@ def test_wrong_http_password_is_unavailable_auth(
             operation()
         assert raised.value.kind == "auth", raised.value.message
     assert branch_head(repo) == first
+
+
+def test_a_large_push_over_http_is_sent_chunked(http_site: Site, cache: Path) -> None:
+    """A pack larger than git's http.postBuffer goes as a chunked request body, and still lands."""
+    repo, remote, first = published(http_site, cache)
+    noise = base64.b64encode(os.urandom(3 * 1024 * 1024)).decode()  # incompressible enough: ~4 MiB
+    big = commit(cache, first, "big", {"raw/noise.txt": noise})
+    assert push_cas(cache, remote, big, first) == Accepted(big)
+    assert http_site.server.chunked_requests >= 1  # type: ignore[union-attr]
+    assert branch_head(repo) == big
+    assert git(repo, "cat-file", "-s", f"{big}:raw/noise.txt") == str(len(noise))
 
 
 def test_http_without_credentials_is_unavailable_auth(http_site: Site, cache: Path) -> None:
