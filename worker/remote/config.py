@@ -242,16 +242,18 @@ def _parse_url(url: str) -> tuple[Scheme, str]:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
         raise ValueError("is not a valid URL") from None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise ValueError("scheme must be one of https, http, ssh, git, file (or an scp-like user@host:path)")
+    scheme = parts.scheme
+    if scheme not in SCHEMES or not url.startswith(f"{scheme}://"):  # urlsplit lowercases; git would not
+        raise ValueError(
+            "scheme must be one of https, http, ssh, git, file, in lowercase (or an scp-like user@host:path)"
+        )
     if parts.password is not None or (scheme != "ssh" and "@" in parts.netloc):
         raise ValueError(
             "must not carry credentials: give token_env, token_file, username with password_env or "
             "password_file instead"
         )
     if scheme == "file":
-        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+        if parts.netloc or not parts.path.startswith("/"):
             raise ValueError("a file:// URL names an absolute path: file:///srv/git/docs.git")
         return "file", ""
     host = parts.hostname or ""

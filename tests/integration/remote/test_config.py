@@ -134,6 +134,7 @@ def test_an_empty_file_declares_no_remotes(tmp_path: Path) -> None:
         ('url = "ext::sh -c touch% /tmp/pwned"', "spaces"),
         ('url = "ext::ssh"', "remote helpers"),
         ('url = "ftp://h/x.git"', "scheme must be"),
+        ('url = "HTTPS://h/x.git"', "lowercase"),
         ('url = "/srv/git/x.git"', "scp-like"),
         ('url = "file://h/x.git"', "absolute path"),
         ('url = "ssh://-oProxyCommand=x/y.git"', "invalid host"),
