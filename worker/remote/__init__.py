@@ -1,0 +1,40 @@
+"""Wikis whose system of record is a branch of a git remote (CONTRACT section 6): the building blocks.
+
+    config        Remote (one declared remote), load_remotes(path): the operator's TOML file
+    registry      RemoteRegistry: the declared remotes, re-read when the file changes
+    credentials   read_credentials(remote): secrets read at use time, never stored
+    redact        redact(text, remote): secrets and URL userinfo scrubbed from git's words
+    gitcommand    how one git command is run: clean environment, askpass, ssh options, deadline
+    porcelain     reading ``git push --porcelain``: Accepted / Moved / Rejected
+    transport     remote_head, fetch, push_cas, clone_or_init_cache
+    errors        RemoteNotFound, RemoteUnavailable, RemoteRejected
+
+Nothing here knows about jobs, Redis or the API; the job pipeline composes these.
+"""
+
+from worker.remote.config import Remote, load_remotes
+from worker.remote.errors import RemoteError, RemoteNotFound, RemoteRejected, RemoteUnavailable
+from worker.remote.porcelain import Accepted, Moved, PushResult, Rejected
+from worker.remote.redact import redact
+from worker.remote.registry import RemoteRegistry
+from worker.remote.transport import clone_or_init_cache, fetch, push_cas, remote_head, tracking_ref
+
+__all__ = [
+    "Accepted",
+    "Moved",
+    "PushResult",
+    "Rejected",
+    "Remote",
+    "RemoteError",
+    "RemoteNotFound",
+    "RemoteRegistry",
+    "RemoteRejected",
+    "RemoteUnavailable",
+    "clone_or_init_cache",
+    "fetch",
+    "load_remotes",
+    "push_cas",
+    "redact",
+    "remote_head",
+    "tracking_ref",
+]
