@@ -20,7 +20,7 @@ from tests.integration.remote.servers import (
     SshServer,
     sshd_binary,
 )
-from worker.remote import Remote
+from worker.git.remote import Remote
 
 HTTP_USER = "wiki-bot"
 HTTP_PASSWORD = "correct-horse-battery-staple"

@@ -1,4 +1,4 @@
-"""worker.remote.config and worker.remote.registry on real files in tmp_path: every credential style, the
+"""worker.git.remote.config and .registry on real files in tmp_path: every credential style, the
 refusals (each one ValueError naming the file, never echoing a secret), and re-reading on change."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.remote import RemoteNotFound, RemoteRegistry, load_remotes
-from worker.remote.config import Remote
+from worker.git.remote import RemoteNotFound, RemoteRegistry, load_remotes
+from worker.git.remote.config import Remote
 
 GOOD = """
 [[remotes]]

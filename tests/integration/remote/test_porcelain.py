@@ -1,9 +1,9 @@
-"""worker.remote.porcelain on ``git push --porcelain`` lines, including the ones a test server cannot easily
+"""worker.git.remote.porcelain on ``git push --porcelain`` lines, including ones a test server cannot easily
 provoke (the server-side lost race, a remote failure). No I/O."""
 
 from __future__ import annotations
 
-from worker.remote.porcelain import Accepted, Moved, Rejected, outcome, parse_porcelain, status_of
+from worker.git.remote.porcelain import Accepted, Moved, Rejected, outcome, parse_porcelain, status_of
 
 C = "a" * 40
 REF = "refs/heads/main"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.remote.repos import commit, make_bare, refuse_pushes
 from tests.integration.remote.servers import HttpGitServer
-from worker.remote import (
+from worker.git.remote import (
     Accepted,
     Rejected,
     Remote,
@@ -27,8 +27,8 @@ from worker.remote import (
     redact,
     remote_head,
 )
-from worker.remote.credentials import HttpCredentials, read_credentials
-from worker.remote.gitcommand import ASKPASS_PASSWORD, askpass_helper, prepare
+from worker.git.remote.credentials import HttpCredentials, read_credentials
+from worker.git.remote.gitcommand import ASKPASS_PASSWORD, askpass_helper, prepare
 
 SECRET = "wikiq-planted-9f8e7d6c5b4a-token"
 USER = "wiki-bot"

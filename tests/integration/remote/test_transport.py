@@ -1,4 +1,4 @@
-"""worker.remote.transport against real servers, for every transport (git://, http + Basic auth, file://,
+"""worker.git.remote.transport against real servers, for every transport (git://, http + Basic auth, file://,
 ssh): first push to an empty remote, compare-and-swap pushes (accepted, moved, rejected by a hook),
 fetch, an unreachable server, refused credentials and a deadline.
 """
@@ -22,7 +22,7 @@ from tests.integration.remote.repos import (
     refuse_pushes,
 )
 from tests.integration.remote.servers import SilentServer
-from worker.remote import (
+from worker.git.remote import (
     Accepted,
     Moved,
     Rejected,

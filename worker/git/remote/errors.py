@@ -7,7 +7,7 @@
         └── RemoteRejected     REMOTE_REJECTED     the remote refuses a push (a hook, a protected branch)
 
 Every message is safe to show to a caller: it names the remote, never its URL's userinfo nor a credential,
-and any text that came from git has gone through ``worker.remote.redact`` first.
+and any text that came from git has gone through ``worker.git.remote.redact`` first.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Rules enforced here, so a bad file is refused as a whole with one ``ValueError``
 problem: unknown fields are refused; the URL is one of the schemes above (``<transport>::`` helpers such as
 ``ext::`` are refused: they run commands); a URL never carries a password or, for http(s)/git/file, any
 userinfo at all (credentials come from the environment or files, read when used, see
-``worker.remote.credentials``); HTTP credentials need an https:// URL, or http:// to a loopback host;
+``worker.git.remote.credentials``); HTTP credentials need an https:// URL, or http:// to a loopback host;
 ssh options need an ssh URL. Relative file paths are taken from the remotes file's folder. No message
 ever quotes a value from the file, so a secret pasted in the wrong place is not echoed.
 

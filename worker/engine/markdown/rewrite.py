@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
-from worker.markdown.links import (
+from worker.engine.markdown.links import (
     FileIndex,
     Link,
     decode_destination,

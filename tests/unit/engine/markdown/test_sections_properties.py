@@ -6,7 +6,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.markdown.sections import append_section, find_section, outline, remove_section, replace_section
+from worker.engine.markdown.sections import (
+    append_section,
+    find_section,
+    outline,
+    remove_section,
+    replace_section,
+)
 
 NAMES = ["Intro", "Notes", "Usage", "Notes"]
 

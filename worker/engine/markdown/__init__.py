@@ -12,8 +12,8 @@ Everything works on ``str`` (the caller decodes UTF-8 and skips pages that are n
 it does not change. Refusals are ``worker.errors.BatchRejected`` carrying the failing edit's index.
 """
 
-from worker.markdown.frontmatter import read_frontmatter, set_frontmatter
-from worker.markdown.links import (
+from worker.engine.markdown.frontmatter import read_frontmatter, set_frontmatter
+from worker.engine.markdown.links import (
     Backlink,
     BrokenLink,
     FileIndex,
@@ -25,9 +25,9 @@ from worker.markdown.links import (
     resolve,
     resolve_target,
 )
-from worker.markdown.patterns import compile_pattern, count_and_replace
-from worker.markdown.rewrite import may_rewrite, rewrite_links
-from worker.markdown.sections import (
+from worker.engine.markdown.patterns import compile_pattern, count_and_replace
+from worker.engine.markdown.rewrite import may_rewrite, rewrite_links
+from worker.engine.markdown.sections import (
     Section,
     append_section,
     blob_id,

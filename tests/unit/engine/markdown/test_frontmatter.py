@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from worker.engine.markdown.frontmatter import read_frontmatter, set_frontmatter
 from worker.errors import BatchRejected
-from worker.markdown.frontmatter import read_frontmatter, set_frontmatter
 
 PAGE = """---
 # Page metadata

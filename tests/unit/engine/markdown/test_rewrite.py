@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.markdown.rewrite import encode_destination, may_rewrite, relative_path, rewrite_links
+from worker.engine.markdown.rewrite import encode_destination, may_rewrite, relative_path, rewrite_links
 
 FILES = {
     "index.md",

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from worker.engine.markdown.patterns import compile_pattern, count_and_replace
 from worker.errors import BatchRejected
-from worker.markdown.patterns import compile_pattern, count_and_replace
 
 
 def test_literal_replace_counts_every_occurrence() -> None:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from worker.remote.config import Remote, load_remotes
-from worker.remote.errors import RemoteNotFound
+from worker.git.remote.config import Remote, load_remotes
+from worker.git.remote.errors import RemoteNotFound
 
 log = logging.getLogger("wikiq.remote")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from worker.remote.config import TOKEN_USERNAME, Remote
-from worker.remote.errors import RemoteUnavailable
+from worker.git.remote.config import TOKEN_USERNAME, Remote
+from worker.git.remote.errors import RemoteUnavailable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_SECRET_BYTES = 16 * 1024

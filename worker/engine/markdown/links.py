@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
-from worker.markdown.document import parse, strip_ending
-from worker.markdown.inline import PUNCTUATION, RawLink, scan_definition, scan_links
+from worker.engine.markdown.document import parse, strip_ending
+from worker.engine.markdown.inline import PUNCTUATION, RawLink, scan_definition, scan_links
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,31}:")
 

@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.errors import WikiqError
-from worker.remote.config import Remote
-from worker.remote.credentials import HttpCredentials, SshIdentity, read_credentials
-from worker.remote.errors import RemoteUnavailable, UnavailableKind
-from worker.remote.redact import redact
+from worker.git.remote.config import Remote
+from worker.git.remote.credentials import HttpCredentials, SshIdentity, read_credentials
+from worker.git.remote.errors import RemoteUnavailable, UnavailableKind
+from worker.git.remote.redact import redact
 
 SSH_CONNECT_TIMEOUT = 10
 ASKPASS_USERNAME = "WIKIQ_ASKPASS_USERNAME"

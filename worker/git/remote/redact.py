@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
-from worker.remote.config import TOKEN_USERNAME, Remote
-from worker.remote.credentials import secrets_of
+from worker.git.remote.config import TOKEN_USERNAME, Remote
+from worker.git.remote.credentials import secrets_of
 
 MASK = "***"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@")

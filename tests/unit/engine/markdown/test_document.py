@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.markdown.document import front_matter_span, parse, split_lines
+from worker.engine.markdown.document import front_matter_span, parse, split_lines
 
 
 def test_split_lines_keeps_every_line_ending() -> None:

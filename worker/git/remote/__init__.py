@@ -12,12 +12,12 @@
 Nothing here knows about jobs, Redis or the API; the job pipeline composes these.
 """
 
-from worker.remote.config import Remote, load_remotes
-from worker.remote.errors import RemoteError, RemoteNotFound, RemoteRejected, RemoteUnavailable
-from worker.remote.porcelain import Accepted, Moved, PushResult, Rejected
-from worker.remote.redact import redact
-from worker.remote.registry import RemoteRegistry
-from worker.remote.transport import clone_or_init_cache, fetch, push_cas, remote_head, tracking_ref
+from worker.git.remote.config import Remote, load_remotes
+from worker.git.remote.errors import RemoteError, RemoteNotFound, RemoteRejected, RemoteUnavailable
+from worker.git.remote.porcelain import Accepted, Moved, PushResult, Rejected
+from worker.git.remote.redact import redact
+from worker.git.remote.registry import RemoteRegistry
+from worker.git.remote.transport import clone_or_init_cache, fetch, push_cas, remote_head, tracking_ref
 
 __all__ = [
     "Accepted",

@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from worker.engine.markdown.document import Document, line_ending, normalize_heading, parse, strip_ending
 from worker.errors import BatchRejected
-from worker.markdown.document import Document, line_ending, normalize_heading, parse, strip_ending
 
 _ORDINAL = re.compile(r"(.*?)\s*\[([1-9][0-9]*)\]")
 _ATX = re.compile(r"( {0,3})(#{1,6})([ \t]+|$)(.*?)((?:[ \t]+#+)?[ \t]*)")

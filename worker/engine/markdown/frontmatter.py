@@ -32,8 +32,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
+from worker.engine.markdown.document import front_matter_span, line_ending, split_lines
 from worker.errors import BatchRejected
-from worker.markdown.document import front_matter_span, line_ending, split_lines
 
 # Strings a YAML 1.1 reader (PyYAML, many static site generators) would take for booleans: quote them.
 _BOOLISH = re.compile(r"y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF")

@@ -1,7 +1,7 @@
 """git operations between a local bare repository (a wiki's cache) and a declared remote's branch.
 
 Each function takes the cache's path and a ``Remote``, runs one git command with the hygiene of
-``worker.remote.gitcommand`` (clean environment, credentials read now and passed only to that child, a
+``worker.git.remote.gitcommand`` (clean environment, credentials read now and passed only to that child, a
 deadline), and returns plain data or raises a ``RemoteError``: ``RemoteUnavailable`` (kind
 ``unreachable``, ``timeout``, ``auth``, ``not_found``, ``credentials``) whenever the remote cannot be
 used. A refused push is not an exception but a ``PushResult``: ``Accepted``, ``Moved`` or ``Rejected``.
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 from worker.errors import WikiqError
-from worker.remote.config import Remote
-from worker.remote.errors import RemoteUnavailable
-from worker.remote.gitcommand import prepare, run, run_local, unavailable
-from worker.remote.porcelain import Accepted, Moved, PushResult, Rejected, outcome, status_of
-from worker.remote.redact import redact
+from worker.git.remote.config import Remote
+from worker.git.remote.errors import RemoteUnavailable
+from worker.git.remote.gitcommand import prepare, run, run_local, unavailable
+from worker.git.remote.porcelain import Accepted, Moved, PushResult, Rejected, outcome, status_of
+from worker.git.remote.redact import redact
 
 log = logging.getLogger("wikiq.remote")
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from worker.markdown.links import FileIndex, backlinks, broken_links, find_links, resolve, resolve_target
+from worker.engine.markdown.links import (
+    FileIndex,
+    backlinks,
+    broken_links,
+    find_links,
+    resolve,
+    resolve_target,
+)
 
 
 def shapes(text: str) -> list[tuple[str, bool, str, str | None, str | None]]:

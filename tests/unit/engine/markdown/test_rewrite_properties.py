@@ -3,7 +3,7 @@ it pointed before, touches nothing else, and never changes code.
 
 The checks use a reference scanner and resolver written here for the generated shapes only (one-line
 paragraphs and headings, closed fences, indented blocks after a blank line, inline code spans without
-stray backticks). They share no code with ``worker.markdown``: links are found by two regular expressions
+stray backticks). They share no code with ``worker.engine.markdown``: links are found by two regular expr.
 on text whose code has been masked, and resolution re-states wikiq's rule in a few lines.
 """
 
@@ -17,7 +17,7 @@ from urllib.parse import unquote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.markdown.rewrite import may_rewrite, rewrite_links
+from worker.engine.markdown.rewrite import may_rewrite, rewrite_links
 
 FOLDERS = ["", "wiki", "wiki/a", "wiki/b", "wiki/a/c", "raw"]
 NAMES = ["x", "y", "Note", "my note"]

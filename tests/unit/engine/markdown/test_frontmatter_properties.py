@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.markdown.frontmatter import read_frontmatter, set_frontmatter
+from worker.engine.markdown.frontmatter import read_frontmatter, set_frontmatter
 
 KEYS = ["title", "tags", "date", "owner", "status", "weight", "meta", "aliases"]
 

@@ -6,8 +6,7 @@ import hashlib
 
 import pytest
 
-from worker.errors import BatchRejected
-from worker.markdown.sections import (
+from worker.engine.markdown.sections import (
     append_section,
     find_section,
     insert_section_after,
@@ -16,6 +15,7 @@ from worker.markdown.sections import (
     rename_section,
     replace_section,
 )
+from worker.errors import BatchRejected
 
 PAGE = """---
 title: '# not a heading'
