@@ -14,6 +14,7 @@ WORKERS = "wikiq:workers"  # sorted set: worker id -> last heartbeat (ms)
 WEBHOOK_QUEUE = "wikiq:webhooks"  # the arq queue of webhook delivery attempts
 METRICS = "wikiq:metrics"  # hash: metric field -> value, added to by every worker
 WIKIS = "wikiq:wikis"  # hash: wiki id -> its registry entry (JSON), for remote-backed wikis
+WIKI_HEADS = "wikiq:wiki-heads"  # hash: wiki id -> "<head commit> <published ms>", remote-backed wikis
 
 
 def _digest(text: str, size: int = 32) -> str:

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from worker import keys
 from worker.git import GitStore
+from worker.git.remote import RemoteRegistry
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.queue import (
@@ -40,6 +41,8 @@ from worker.jobs.queue import (
     run_script,
 )
 from worker.jobs.records import JobStore
+from worker.jobs.registry import WikiRegistry
+from worker.jobs.wikis import Wikis
 from worker.settings import Settings
 from worker.telemetry.metrics import RECORDER
 from worker.webhooks.deliver import deliver_webhook, signer_for, webhook_client
@@ -64,8 +67,10 @@ class WorkerProcess:
         self.redis = redis
         self.bell_redis = bell_redis
         self.id = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
-        jobs = JobStore(redis, settings.job_retention_seconds)
-        self.deps = Deps(settings, GitStore(settings.data_dir), jobs)
+        jobs = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
+        store = GitStore(settings.data_dir)
+        wikis = Wikis(store, WikiRegistry(redis), RemoteRegistry(settings.remotes_file))
+        self.deps = Deps(settings, store, jobs, wikis)
         self.runners: dict[int, PartitionRunner] = {}
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     max_job_tries: Annotated[int, Field(ge=1, le=100)] = 25
     rate_limit_submissions: Annotated[int, Field(ge=0)] = 1200
     rate_limit_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    remotes_file: Path | None = None
+    remote_wait_seconds: Annotated[float, Field(ge=0)] = 600.0
+    remote_push_attempts: Annotated[int, Field(ge=1, le=100)] = 8
+    remote_push_interval_seconds: Annotated[float, Field(ge=0)] = 0.0
+    remote_coalesce_max: Annotated[int, Field(ge=1, le=1000)] = 64
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"
     log_level: str = "info"

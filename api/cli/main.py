@@ -34,6 +34,18 @@ def _logging(settings: Settings) -> None:
     configure(settings.log_level)
 
 
+def _check_remotes(settings: Settings) -> None:
+    """Refuse to start, with one line naming it, when the remotes file does not parse."""
+    from worker.git.remote import RemoteRegistry
+
+    try:
+        RemoteRegistry(settings.remotes_file)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        typer.echo(f"wikiq: bad remotes file WIKIQ_REMOTES_FILE={settings.remotes_file}: {first}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -62,6 +74,7 @@ def api(
         )
         raise typer.Exit(2)
     _logging(settings)
+    _check_remotes(settings)
     try:
         application = create_app(settings)
     except (OSError, ValueError) as exc:
@@ -86,6 +99,7 @@ def worker() -> None:
 
     settings = _settings()
     _logging(settings)
+    _check_remotes(settings)
     import uvloop
 
     uvloop.run(serve(settings))

@@ -21,17 +21,21 @@ from api.server.routes import jobs, wikis
 from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
 from worker.git import GitStore
+from worker.git.remote import RemoteRegistry
 from worker.jobs.queue import connect
 from worker.jobs.records import JobStore
+from worker.jobs.registry import WikiRegistry
 from worker.jobs.waiters import Waiters
+from worker.jobs.wikis import Wikis
 from worker.schema.answers import Health, Readiness
 from worker.service import Service, Wiring
 from worker.settings import Settings
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """A wikiq API app bound to ``settings``; ``ValueError`` or ``OSError`` for a bad tokens file."""
+    """A wikiq API app bound to ``settings``; ``ValueError`` or ``OSError`` for a bad tokens/remotes file."""
     auth = Authenticator(settings)
+    remotes = RemoteRegistry(settings.remotes_file)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -40,7 +44,8 @@ def create_app(settings: Settings) -> FastAPI:
         waiters.start(redis)
         store = GitStore(settings.data_dir)
         job_store = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
-        service = Service(Wiring(settings, redis, store, job_store, waiters))
+        wikis = Wikis(store, WikiRegistry(redis), remotes)
+        service = Service(Wiring(settings, redis, store, job_store, waiters, wikis))
         app.state.wikiq = AppState(service, auth, Sessions(redis))
         try:
             yield

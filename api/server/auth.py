@@ -79,7 +79,7 @@ def load_tokens(path: Path) -> list[tuple[bytes, Principal]]:
     text = path.read_text()
     data: Any
     if path.suffix in (".yaml", ".yml"):
-        import yaml  # type: ignore[import-untyped]
+        import yaml  # type: ignore[import-untyped, unused-ignore]
 
         data = yaml.safe_load(text)
     else:

@@ -28,6 +28,9 @@ STATUS = {
     "UNAUTHORIZED": 401,
     "FORBIDDEN": 403,
     "RATE_LIMITED": 429,
+    "REMOTE_UNAVAILABLE": 502,
+    "REMOTE_REJECTED": 502,
+    "STORAGE_UNAVAILABLE": 503,
     "INTERNAL": 500,
 }
 
@@ -59,6 +62,7 @@ _DOC = {
     429: "rate limited (RATE_LIMITED, with Retry-After)",
     431: "headers too large",
     500: "internal error (no details are leaked)",
+    502: "the wiki's git remote cannot be reached or refused (REMOTE_UNAVAILABLE, REMOTE_REJECTED)",
 }
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text} for status, text in _DOC.items()

@@ -44,7 +44,7 @@ from worker.git.objects import (
     write_pack,
 )
 from worker.git.objects import object_id as raw_object_id
-from worker.git.refs import read_ref, swap_main
+from worker.git.refs import read_ref, swap_main, sync_filesystem
 from worker.git.snapshot import FILE_MODE, CommitTrees, Snapshot, TreeCache
 
 
@@ -98,6 +98,17 @@ class WikiRepo:
                 return found[0].decode(), found[1]
             stream = self.repo.odb.stream(bytes.fromhex(oid))
             return stream.type.decode() if isinstance(stream.type, bytes) else stream.type, stream.read()
+
+    def has_object(self, oid: str) -> bool:
+        """True when object ``oid`` is in this repository (in a pack, or loose)."""
+        with self.lock:
+            if self.packed.size(bytes.fromhex(oid)) is not None:
+                return True
+            try:
+                self.repo.odb.info(bytes.fromhex(oid))
+            except (ValueError, git.BadObject, git.BadName, OSError):
+                return False
+            return True
 
     def blob_size(self, oid: str) -> int:
         """The size in bytes of blob ``oid``, without reading it whole."""
@@ -197,9 +208,12 @@ class WikiRepo:
             current = info.parents[0] if info.parents else None
         return commits
 
-    def find_job_commit(self, job_id: str, stop_at: str | None, limit: int = 10_000) -> str | None:
-        """The commit on ``main`` whose trailer names ``job_id``, searched back to ``stop_at`` (excluded)."""
-        current = self.head()
+    def find_job_commit(
+        self, job_id: str, stop_at: str | None, limit: int = 10_000, start: str | None = None
+    ) -> str | None:
+        """The commit whose trailer names ``job_id``, searched from ``start`` (default: ``main``) along first
+        parents back to ``stop_at`` (excluded)."""
+        current = start if start is not None else self.head()
         seen = 0
         while current is not None and current != stop_at and seen < limit:
             info = self.commit_info(current)
@@ -278,28 +292,72 @@ class WikiRepo:
         objects and ref are on disk.
         """
         with self.lock:
-            base_tree = self.tree_of(base) if base is not None else None
-            objects: dict[bytes, PackedObject] = {}
-            replaced: list[str] = []
-            tree = self._write_tree(base_tree, plan.changes, objects, replaced)
-            if tree is None:
-                empty = bytes.fromhex(object_id("tree", b""))
-                objects[empty] = PackedObject(OBJ_TREE, empty, b"")
-                tree = empty.hex()
-            when = int(time.time()) if when is None else when
-            text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
-            if job_id is not None:
-                text += f"\n{JOB_TRAILER}: {job_id}\n"
-            body = b"tree %s\n" % tree.encode()
-            if base is not None:
-                body += b"parent %s\n" % base.encode()
-            body += b"author %s\ncommitter %s\n\n" % (author.line(when), committer.line(when))
-            body += text.encode("utf-8")
-            commit_oid = bytes.fromhex(object_id("commit", body))
-            objects[commit_oid] = PackedObject(OBJ_COMMIT, commit_oid, body)
-            commit = commit_oid.hex()
+            commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
             swap_main(self.path, base, commit, write_pack(self.packs, objects))
-            self.commit_trees.put(commit, tree)
-            self.trees.demote(replaced)
             self.maintenance.committed()
             return commit
+
+    def write_commit(
+        self,
+        plan: Plan,
+        base: str | None,
+        message: str,
+        author: Identity,
+        job_id: str | None = None,
+        committer: Identity = SERVICE,
+        when: int | None = None,
+    ) -> str:
+        """Write ``plan`` as one commit on ``base`` WITHOUT moving any ref: the objects are durable (one
+        ``syncfs``) and readable when this returns. For wikis whose branch lives in a remote: the commit
+        is published there first, and ``main`` follows (``move_main``) once the remote accepted it.
+        """
+        with self.lock:
+            commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
+            pack = write_pack(self.packs, objects)
+            try:
+                pack.publish()
+                sync_filesystem(self.path)
+            finally:
+                pack.discard()
+            self.maintenance.committed()
+            return commit
+
+    def move_main(self, expected: str | None, new: str) -> None:
+        """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved."""
+        with self.lock:
+            swap_main(self.path, expected, new)
+
+    def _build_commit(
+        self,
+        plan: Plan,
+        base: str | None,
+        message: str,
+        author: Identity,
+        job_id: str | None,
+        committer: Identity,
+        when: int | None,
+    ) -> tuple[str, dict[bytes, PackedObject]]:
+        """The commit id of ``plan`` on ``base`` and the new objects it needs (caches updated)."""
+        base_tree = self.tree_of(base) if base is not None else None
+        objects: dict[bytes, PackedObject] = {}
+        replaced: list[str] = []
+        tree = self._write_tree(base_tree, plan.changes, objects, replaced)
+        if tree is None:
+            empty = bytes.fromhex(object_id("tree", b""))
+            objects[empty] = PackedObject(OBJ_TREE, empty, b"")
+            tree = empty.hex()
+        when = int(time.time()) if when is None else when
+        text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
+        if job_id is not None:
+            text += f"\n{JOB_TRAILER}: {job_id}\n"
+        body = b"tree %s\n" % tree.encode()
+        if base is not None:
+            body += b"parent %s\n" % base.encode()
+        body += b"author %s\ncommitter %s\n\n" % (author.line(when), committer.line(when))
+        body += text.encode("utf-8")
+        commit_oid = bytes.fromhex(object_id("commit", body))
+        objects[commit_oid] = PackedObject(OBJ_COMMIT, commit_oid, body)
+        commit = commit_oid.hex()
+        self.commit_trees.put(commit, tree)
+        self.trees.demote(replaced)
+        return commit, objects

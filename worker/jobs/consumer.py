@@ -25,6 +25,7 @@ from worker.jobs.arq_compat import poll_once
 from worker.jobs.context import Deps
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
 from worker.jobs.run import apply_batch
+from worker.settings import Settings
 
 log = logging.getLogger("wikiq.queue")
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
@@ -36,6 +37,12 @@ local n = 0
 for _, id in ipairs(ids) do n = n + redis.call('DEL', ARGV[2] .. id) end
 return n
 """
+
+
+def job_timeout(settings: Settings) -> float:
+    """arq's timeout for a batch job: one of a remote-backed wiki may also wait that long for its remote."""
+    extra = settings.remote_wait_seconds if settings.remotes_file is not None else 0.0
+    return settings.job_timeout_seconds + extra
 
 
 class PartitionRunner:
@@ -59,11 +66,11 @@ class PartitionRunner:
             redis_pool=self.redis,
             handle_signals=False,
             max_jobs=1,
-            job_timeout=self.deps.settings.job_timeout_seconds,
+            job_timeout=job_timeout(self.deps.settings),
             keep_result=0,
             max_tries=ARQ_MAX_TRIES,
             health_check_interval=3600,
-            ctx={"deps": self.deps, "redis": self.redis},
+            ctx={"deps": self.deps, "redis": self.redis, "owner": self.owner},
             job_serializer=dumps,
             job_deserializer=loads,
             log_results=False,

@@ -8,8 +8,8 @@ typed values instead of guessing keys.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import TypedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
 import httpx
 from arq.connections import ArqRedis
@@ -17,16 +17,26 @@ from standardwebhooks import Webhook
 
 from worker.git import GitStore
 from worker.jobs.records import JobStore
+from worker.jobs.wikis import Wikis
+
+if TYPE_CHECKING:
+    from worker.jobs.publish import Publisher
 from worker.settings import Settings
 
 
 @dataclass
 class Deps:
-    """What job functions need, created once at worker start-up and handed down through arq's ctx."""
+    """What job functions need, created once at worker start-up and handed down through arq's ctx.
+
+    ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``publisher``
+    remembers, per remote, when this process last pushed.
+    """
 
     settings: Settings
     store: GitStore
     jobs: JobStore
+    wikis: Wikis | None = None
+    publisher: Publisher = field(default_factory=lambda: _publisher())
 
 
 class JobContext(TypedDict, total=False):
@@ -35,6 +45,13 @@ class JobContext(TypedDict, total=False):
     deps: Deps
     redis: ArqRedis
     job_try: int  # set by arq: 1 on the first run
+    owner: str  # the worker id holding the partition's lease (fences registry updates)
     http: httpx.AsyncClient  # webhook deliveries only
     signer: Webhook | None
     rng: random.Random
+
+
+def _publisher() -> Publisher:
+    from worker.jobs.publish import Publisher  # publish imports this module: resolved at first use
+
+    return Publisher()

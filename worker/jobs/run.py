@@ -28,6 +28,7 @@ from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps, JobContext
+from worker.jobs.publish import Outcome
 from worker.jobs.queue import schedule_first
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
 from worker.schema.answers import Applied, ErrorInfo, JobResult
@@ -181,33 +182,48 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
         await _finish_job(ctx, deps, job_id, None, _error(gave_up))
         return "failed"
-    outcome = asyncio.ensure_future(_apply(ctx, deps, record))
+    stop = asyncio.Event()
+    work = asyncio.ensure_future(_apply(ctx, deps, record, stop))
     try:
-        result, error = await asyncio.shield(outcome)
+        outcomes = await asyncio.shield(work)
     except asyncio.CancelledError:
         # arq's job timeout (or a shutdown) cancels the job, but git work cannot stop half-way: let it end,
-        # record what it did, then let the cancellation through. The job is never left "running".
-        result, error = await outcome
-        await _finish_job(ctx, deps, job_id, result, error)
+        # record what it did, then let the cancellation through. A remote-backed wiki's wait for its
+        # remote stops at once (its jobs stay running and run again). No job is left with an unreported
+        # commit.
+        stop.set()
+        outcomes = await work
+        for outcome in outcomes:
+            await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
         raise
-    await _finish_job(ctx, deps, job_id, result, error)
-    return "failed" if error else "succeeded"
+    for outcome in outcomes:
+        await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
+    mine = next((o for o in outcomes if o.job_id == job_id), None)
+    return None if mine is None else ("failed" if mine.error else "succeeded")
 
 
-async def _apply(ctx: JobContext, deps: Deps, record: JobRecord) -> tuple[JobResult | None, ErrorInfo | None]:
-    """Check and commit the batch in a thread: ``(result, None)``, or ``(None, error)`` when refused."""
+async def _apply(ctx: JobContext, deps: Deps, record: JobRecord, stop: asyncio.Event) -> list[Outcome]:
+    """Check and commit the batch (in a thread): the outcome of ``record``, and of the other jobs a remote
+    publish took along; empty when stopped while waiting for a remote."""
     try:
+        entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
+        if entry is not None and deps.wikis is not None:
+            publish = deps.publisher.publish
+            return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop)
         repo = deps.store.open(record.wiki)
         policy = policy_for(repo.path)
         limits = deps.settings.limits
-        return await asyncio.to_thread(run_batch, repo, policy, limits, record, record.runs > 1), None
+        result = await asyncio.to_thread(run_batch, repo, policy, limits, record, record.runs > 1)
+        return [Outcome(record.job_id, result)]
     except WikiqError as exc:
         if exc.code != "INTERNAL":
-            return None, _error(exc)
-        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
+            return [Outcome(record.job_id, error=_error(exc))]
+        return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise await _again(ctx) from exc
     except Exception as exc:
         log.exception("job %s: unexpected error", record.job_id)
-        return None, await _retry_or_give_up(ctx, deps, record.job_id, exc)
+        return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
 
 
 async def _finish_job(

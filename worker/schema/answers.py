@@ -32,10 +32,18 @@ class ErrorInfo(Answer):
 
 
 class WikiInfo(Answer):
-    """A wiki and its head commit."""
+    """A wiki and its head commit; for a wiki kept in a git remote, the remote's name, when wikiq last
+    published to it, and problems found in its tree when it was attached."""
 
     id: str
     head: str | None = None
+    remote: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the remote's name")
+    published_at: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="when wikiq last pushed to the remote"
+    )
+    problems: list[str] | None = Field(
+        default=None, exclude_if=lambda v: not v, description="paths in the remote's tree wikiq would refuse"
+    )
 
 
 class PageInfo(Answer):
@@ -99,7 +107,7 @@ class Applied(Answer):
     index: int
     op: str
     path: str
-    new_path: str | None = Field(None, exclude_if=lambda v: v is None, description="renames only")
+    new_path: str | None = Field(default=None, exclude_if=lambda v: v is None, description="renames only")
     version: str | None = Field(description="the path's version after the edit; null once deleted")
 
 

@@ -15,11 +15,11 @@ import contextlib
 from arq.connections import ArqRedis
 
 from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
-from worker.git import GitStore
 from worker.jobs.events import job_cancelled
 from worker.jobs.queue import cancel_queued, enqueue_attempt
 from worker.jobs.records import FINISHED, JobRecord, JobStore, now_ms
 from worker.jobs.waiters import Waiters
+from worker.jobs.wikis import Wikis
 from worker.schema.answers import Job, JobList, JobStatus
 from worker.service.caller import Principal
 from worker.service.ratelimit import check_rate, once_per
@@ -54,11 +54,11 @@ class Jobs:
     """Job operations of the service."""
 
     def __init__(
-        self, settings: Settings, redis: ArqRedis, store: GitStore, jobs: JobStore, waiters: Waiters
+        self, settings: Settings, redis: ArqRedis, wikis: Wikis, jobs: JobStore, waiters: Waiters
     ) -> None:
         self.settings = settings
         self.redis = redis
-        self.store = store
+        self.wikis = wikis
         self.records = jobs
         self.waiters = waiters
 
@@ -145,7 +145,7 @@ class Jobs:
     ) -> JobList:
         """A wiki's recent jobs, newest first (optionally only those with ``status``)."""
         caller.require(wiki, "read")
-        if not self.store.exists(wiki):
+        if not await self.wikis.exists(wiki):
             raise WikiNotFound(f"no wiki {wiki[:80]!r}; create it with POST /v1/wikis")
         records = await self.records.wiki_jobs(wiki, limit, status)
         return JobList(jobs=[r.public(reveals(caller, r)) for r in records])

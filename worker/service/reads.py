@@ -16,8 +16,11 @@ from typing import TypeVar
 import anyio.to_thread
 
 from worker.engine.paths import path_problem
-from worker.errors import AccessDenied, BatchRejected
+from worker.errors import AccessDenied, BatchRejected, WikiExists
 from worker.git import WIKI_ID, GitStore, WikiRepo
+from worker.jobs.records import iso
+from worker.jobs.registry import WikiEntry
+from worker.jobs.wikis import Head, Wikis
 from worker.schema.answers import (
     Author,
     CommitInfo,
@@ -70,33 +73,47 @@ def cut_line(text: str, query: str) -> tuple[str, bool]:
 class Reads:
     """Read operations of the service."""
 
-    def __init__(self, settings: Settings, store: GitStore) -> None:
+    def __init__(self, settings: Settings, store: GitStore, wikis: Wikis) -> None:
         self.settings = settings
         self.store = store
+        self.wikis = wikis
+
+    async def at(self, caller: Principal, wiki: str, right: str = "read") -> Head:
+        """``wiki`` at the head reads serve, once ``caller`` is known to hold ``right`` on it."""
+        caller.require(wiki, right)
+        return await self.wikis.head(wiki)
 
     async def repo(self, caller: Principal, wiki: str, right: str = "read") -> WikiRepo:
-        """The repository of ``wiki`` once ``caller`` is known to hold ``right`` on it."""
-        caller.require(wiki, right)
-        repo = self.store.opened(wiki)  # the usual case, from memory; opening a repository reads files
-        return repo if repo is not None else await in_thread(lambda: self.store.open(wiki))
+        """The repository (or cache) of ``wiki`` once ``caller`` is known to hold ``right`` on it."""
+        return (await self.at(caller, wiki, right)).repo
 
-    async def create_wiki(self, caller: Principal, wiki: str) -> WikiInfo:
-        """Create ``wiki`` with one initial commit of index.md, log.md and schema.md (admin only)."""
+    async def create_wiki(self, caller: Principal, wiki: str, remote: str | None = None) -> WikiInfo:
+        """Create ``wiki`` with one initial commit of index.md, log.md and schema.md (admin only); with
+        ``remote``, attach it to that declared git remote instead (see ``worker.jobs.wikis``)."""
         if not caller.may(wiki, "admin"):
             raise AccessDenied("creating wikis needs the admin right", code="FORBIDDEN")
         if not WIKI_ID.match(wiki):
             raise BatchRejected("INVALID_BATCH", "a wiki id matches ^[a-z0-9][a-z0-9._-]{0,62}$")
+        if remote is not None:
+            entry = await self.wikis.attach(wiki, remote)
+            return _info(wiki, entry.head, entry)
+        if await self.wikis.registry.get(wiki) is not None:
+            raise WikiExists(f"wiki {wiki!r} already exists")
         head = await in_thread(lambda: self.store.create(wiki))
         return WikiInfo(id=wiki, head=head)
 
     async def list_wikis(self, caller: Principal) -> WikiList:
-        """Every wiki the caller may read, with its head commit."""
+        """Every wiki the caller may read, with its head commit (and its remote, if it has one)."""
+        entries = await self.wikis.registry.all()
+        local = await in_thread(self.store.ids)
+        readable = sorted(w for w in set(local) | set(entries) if caller.may(w, "read"))
 
         def collect() -> list[WikiInfo]:
             return [
-                WikiInfo(id=wiki, head=self.store.open(wiki).head())
-                for wiki in self.store.ids()
-                if caller.may(wiki, "read")
+                _info(w, entries[w].head, entries[w])
+                if w in entries
+                else WikiInfo(id=w, head=self.store.open(w).head())
+                for w in readable
             ]
 
         return WikiList(wikis=await in_thread(collect))
@@ -105,11 +122,11 @@ class Reads:
         self, caller: Principal, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None
     ) -> PageList:
         """Files at the head under ``prefix``, sorted by path, ``limit`` at a time after ``cursor``."""
-        repo = await self.repo(caller, wiki)
+        at = await self.at(caller, wiki)
+        repo, head = at.repo, at.commit
         after = decode_cursor(cursor)
 
         def collect() -> PageList:
-            head = repo.head()
             files = [] if head is None else repo.list_files(head, prefix)
             files = [f for f in files if f.path > after] if after else files
             page = files[:limit]
@@ -126,11 +143,14 @@ class Reads:
         problem = path_problem(path)
         if problem is not None:
             raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
-        repo = await self.repo(caller, wiki)
+        at = await self.at(caller, wiki)
+        repo, head = at.repo, at.commit
         cap = self.settings.max_file_bytes
 
         def read() -> Page | None:
-            snapshot = repo.snapshot()
+            if head is None:
+                return None
+            snapshot = repo.snapshot(head)
             version = snapshot.version(path)
             if version is None:
                 return None
@@ -162,8 +182,8 @@ class Reads:
 
     async def commits(self, caller: Principal, wiki: str, limit: int = 50) -> CommitList:
         """Commits of ``main``, newest first, with author and the job that made each."""
-        repo = await self.repo(caller, wiki)
-        infos = await in_thread(lambda: repo.log(limit))
+        at = await self.at(caller, wiki)
+        infos = [] if at.commit is None else await in_thread(lambda: at.repo.log(limit, start=at.commit))
         return CommitList(
             commits=[
                 CommitInfo(
@@ -181,10 +201,10 @@ class Reads:
         """Lines at the head holding ``q`` (literal, any case), each with its path and 1-based number."""
         if not q or any(ch in q for ch in "\x00\n\r"):
             raise BatchRejected("INVALID_BATCH", "q must be one line of text")
-        repo = await self.repo(caller, wiki)
+        at = await self.at(caller, wiki)
+        repo, head = at.repo, at.commit
 
         def run() -> list[Match]:
-            head = repo.head()
             if head is None:
                 return []
             matches = []
@@ -197,3 +217,10 @@ class Reads:
             return matches
 
         return MatchList(matches=await in_thread(run))
+
+
+def _info(wiki: str, head: str | None, entry: WikiEntry) -> WikiInfo:
+    """The answer of a remote-backed wiki."""
+    return WikiInfo(
+        id=wiki, head=head, remote=entry.remote, published_at=iso(entry.published_ms), problems=entry.problems
+    )

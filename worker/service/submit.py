@@ -16,7 +16,6 @@ from arq.connections import ArqRedis
 
 from worker.engine import check_static
 from worker.errors import AccessDenied, BatchRejected, IdempotencyConflict, RateLimited, WebhookRefused
-from worker.git import GitStore
 from worker.git.policy import policy_for
 from worker.jobs.events import job_accepted
 from worker.jobs.queue import enqueue_batch
@@ -30,11 +29,11 @@ from worker.jobs.records import (
     now_ms,
     partition_of,
 )
+from worker.jobs.wikis import Wikis
 from worker.schema.answers import Author, Job, Submitted
 from worker.schema.edits import Batch, Rename
 from worker.service.caller import Principal
 from worker.service.ratelimit import check_rate
-from worker.service.reads import in_thread
 from worker.settings import Settings
 from worker.webhooks.guard import check_webhook_url
 
@@ -60,10 +59,10 @@ def status_url(job_id: str) -> str:
 class Submissions:
     """Accepting batches."""
 
-    def __init__(self, settings: Settings, redis: ArqRedis, store: GitStore, jobs: JobStore) -> None:
+    def __init__(self, settings: Settings, redis: ArqRedis, wikis: Wikis, jobs: JobStore) -> None:
         self.settings = settings
         self.redis = redis
-        self.store = store
+        self.wikis = wikis
         self.jobs = jobs
 
     async def submit(
@@ -75,9 +74,8 @@ class Submissions:
         fails; nothing is then stored.
         """
         caller.require(wiki, "write")
-        repo = self.store.opened(wiki)
-        if repo is None:
-            repo = await in_thread(lambda: self.store.open(wiki))
+        at = await self.wikis.head(wiki)
+        repo = at.repo
         settings = self.settings
         await check_rate(
             self.redis, caller.id, settings.rate_limit_submissions, settings.rate_limit_window_seconds
@@ -104,7 +102,7 @@ class Submissions:
                 if existing is None:
                     return Submitted(job_id=bound, status="queued", status_url=status_url(bound))
                 return existing.public(reveal=True)
-        record = self._record(caller, wiki, job_id, batch, repo.head())
+        record = self._record(caller, wiki, job_id, batch, at.commit)
         try:
             await self._claim_bytes(record)
         except BaseException:

@@ -10,6 +10,7 @@ from arq.connections import ArqRedis
 from worker.git import GitStore
 from worker.jobs.records import JobStore
 from worker.jobs.waiters import Waiters
+from worker.jobs.wikis import Wikis
 from worker.service.jobs import Jobs
 from worker.service.reads import Reads
 from worker.service.submit import Submissions
@@ -25,6 +26,7 @@ class Wiring:
     store: GitStore
     jobs: JobStore
     waiters: Waiters
+    wikis: Wikis
 
 
 class Service:
@@ -32,6 +34,6 @@ class Service:
 
     def __init__(self, wiring: Wiring) -> None:
         self.wiring = wiring
-        self.reads = Reads(wiring.settings, wiring.store)
-        self.jobs = Jobs(wiring.settings, wiring.redis, wiring.store, wiring.jobs, wiring.waiters)
-        self.submissions = Submissions(wiring.settings, wiring.redis, wiring.store, wiring.jobs)
+        self.reads = Reads(wiring.settings, wiring.store, wiring.wikis)
+        self.jobs = Jobs(wiring.settings, wiring.redis, wiring.wikis, wiring.jobs, wiring.waiters)
+        self.submissions = Submissions(wiring.settings, wiring.redis, wiring.wikis, wiring.jobs)

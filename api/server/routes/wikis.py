@@ -30,6 +30,13 @@ class NewWiki(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     id: Annotated[str, Field(pattern=WIKI_PATTERN, description="the new wiki's id")]
+    remote: Annotated[
+        str | None,
+        Field(
+            max_length=64,
+            description="attach the wiki to this remote of the operator's remotes file (never a URL)",
+        ),
+    ] = None
 
 
 def _links(**links: tuple[str, dict[str, str]]) -> dict[str, Any]:
@@ -57,8 +64,13 @@ JOB_LINKS = _links(
     responses={201: {"links": WIKI_LINKS}},
 )
 async def create_wiki(body: NewWiki, svc: Svc, caller: Caller) -> WikiInfo:
-    """Create a wiki with one initial commit holding index.md, log.md and schema.md (admin)."""
-    return await svc.reads.create_wiki(caller, body.id)
+    """Create a wiki with one initial commit holding index.md, log.md and schema.md (admin).
+
+    With ``remote``, attach it to that declared git remote instead: an empty branch gets the initial commit
+    pushed, a non-empty one is taken as it is. ``422 REMOTE_NOT_FOUND`` for an unknown remote, ``502
+    REMOTE_UNAVAILABLE`` when it cannot be reached or refuses the credentials (nothing is created).
+    """
+    return await svc.reads.create_wiki(caller, body.id, body.remote)
 
 
 @router.get("/wikis", operation_id="list_wikis", response_model=WikiList)

@@ -134,6 +134,7 @@ def prepare(git_dir: Path, remote: Remote, args: list[str]) -> GitCommand:
         f"protocol.{remote.scheme}.allow=always",
         "gc.auto=0",
         "maintenance.auto=false",
+        "fetch.unpackLimit=1",  # fetched objects stay one pack, which wikiq reads in process (not loose)
     ]
     argv = ["git", "--git-dir", str(git_dir)]
     for option in config:

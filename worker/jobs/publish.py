@@ -1,0 +1,298 @@
+"""Commit = publish: batches of a remote-backed wiki land only once their commits are on the remote branch.
+
+The job ``apply_batch`` runs for a remote-backed wiki becomes the head of a *group*: it claims the wiki's
+batches queued behind it on its partition (up to ``remote_coalesce_max``; they are marked ``running`` and
+stay in the queue, so if this worker dies they run again and look for their own commits). A round, in a
+thread (``publish_round``):
+
+1. fetch the remote branch (the system of record) and move the cache's ``main`` to it;
+2. for a job that may have run before, look for its ``Wikiq-Job`` trailer on the branch first;
+3. check each batch in order on the head the previous one left (preflight, the same rules as a local
+   wiki), writing one commit each (objects durable, no ref moved);
+4. push the last commit with a compare-and-swap on the branch (``--force-with-lease`` from the fetched head;
+   never a force), so one push publishes the whole group; then ``main`` follows.
+
+The remote moved (someone pushed): a new round from step 1, so an edit of a page changed meanwhile fails
+``VERSION_MISMATCH``; after ``remote_push_attempts`` such rounds the group fails ``REMOTE_REJECTED``, as it
+does when the remote keeps refusing (a hook). The remote unreachable: the group waits (backing off up to
+30 s) and tries again, up to ``remote_wait_seconds``, then fails ``REMOTE_UNAVAILABLE``; since a push that
+timed out may still have landed, every job then looks for its trailer first. Each job reports only after
+the push carrying its commit was accepted (failures and dry runs of the group are decided by that same
+round). ``remote_push_interval_seconds`` spaces pushes to one remote (forges rate-limit pushes); batches
+arriving meanwhile join the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from worker.engine import Plan, preflight
+from worker.engine.paths import ZonePolicy
+from worker.errors import BatchRejected, RefMoved, WikiqError
+from worker.git import Identity, WikiRepo
+from worker.git.policy import policy_for
+from worker.git.remote import Accepted, Moved, Remote, RemoteRejected, RemoteUnavailable, fetch, push_cas
+from worker.git.snapshot import Snapshot
+from worker.jobs import events as telemetry
+from worker.jobs.context import Deps
+from worker.jobs.queue import queue_name
+from worker.jobs.records import JobRecord, now_ms
+from worker.jobs.registry import WikiEntry
+from worker.jobs.wikis import Wikis
+from worker.schema.answers import Applied, ErrorInfo, JobResult
+from worker.schema.edits import Limits
+
+log = logging.getLogger("wikiq.publish")
+MAX_BACKOFF = 30.0
+
+
+@dataclass
+class Outcome:
+    """What one job of a group ends with: a result, or an error."""
+
+    job_id: str
+    result: JobResult | None = None
+    error: ErrorInfo | None = None
+
+
+@dataclass
+class Member:
+    """One job of a group; ``maybe_ran`` when its commit may already be on the remote."""
+
+    record: JobRecord
+    maybe_ran: bool
+
+
+class _Moved(Exception):
+    """The remote branch moved between our fetch and our push."""
+
+
+class _Refused(Exception):
+    """The remote refused the push (a hook, a protected branch)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Published:
+    """A finished round: each member's outcome, the branch's head after it, and whether we pushed."""
+
+    outcomes: list[Outcome]
+    head: str | None
+    pushed: bool
+    commits: list[tuple[Plan, int]] = field(default_factory=list)
+
+
+def _result(commit: str | None, plan: Plan) -> JobResult:
+    return JobResult(commit=commit, applied=[Applied.model_validate(a.to_dict()) for a in plan.applied])
+
+
+def _error(exc: WikiqError) -> ErrorInfo:
+    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
+
+
+def _view(repo: WikiRepo, commit: str | None) -> Snapshot:
+    """The engine's view of ``commit`` (None: an empty branch, an empty tree)."""
+    return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
+
+
+def follow(repo: WikiRepo, tip: str | None) -> None:
+    """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record)."""
+    for _ in range(3):
+        local = repo.head()
+        if tip is None or local == tip:
+            return
+        try:
+            repo.move_main(local, tip)
+            return
+        except RefMoved:
+            continue  # moved under us (a stale writer of this cache): read it again
+
+
+def _decide(
+    repo: WikiRepo, member: Member, tip: str | None, head: str | None, policy: ZonePolicy, limits: Limits
+) -> tuple[Outcome, Plan | None]:
+    """One member on ``head``: its outcome, and the plan to commit (None: nothing to write)."""
+    record = member.record
+    batch = record.batch
+    if batch is None:
+        return Outcome(
+            record.job_id, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone")
+        ), None
+    if member.maybe_ran and not batch.dry_run and tip is not None:
+        mine = repo.find_job_commit(record.job_id, stop_at=record.base, start=tip)
+        if mine is not None:
+            parents = repo.commit_info(mine).parents
+            plan = preflight(_view(repo, parents[0] if parents else None), batch.edits, policy, limits)
+            return Outcome(record.job_id, _result(mine, plan)), None
+    try:
+        plan = preflight(_view(repo, head), batch.edits, policy, limits)
+    except BatchRejected as exc:
+        return Outcome(record.job_id, error=_error(exc)), None
+    if batch.dry_run:
+        return Outcome(record.job_id, _result(None, plan)), None
+    return Outcome(record.job_id), plan
+
+
+def publish_round(
+    repo: WikiRepo, remote: Remote, members: Sequence[Member], policy: ZonePolicy, limits: Limits
+) -> Published:
+    """One round (see the module): fetch, find earlier runs, check and commit in order, push once.
+
+    Raises ``_Moved`` or ``_Refused`` when the push is not accepted, ``RemoteUnavailable`` when the remote
+    cannot be used; nothing is reported from such a round.
+    """
+    tip = fetch(repo.path, remote)
+    follow(repo, tip)
+    head = tip
+    outcomes: list[Outcome] = []
+    commits: list[tuple[Plan, int]] = []
+    for member in members:
+        outcome, plan = _decide(repo, member, tip, head, policy, limits)
+        if plan is not None:
+            record = member.record
+            assert record.batch is not None
+            author = Identity(record.author.name, record.author.email)
+            head = repo.write_commit(plan, head, record.batch.message, author, job_id=record.job_id)
+            outcome.result = _result(head, plan)
+            commits.append((plan, len(record.batch.edits)))
+        outcomes.append(outcome)
+    if not commits:
+        return Published(outcomes, tip, pushed=False)
+    assert head is not None
+    pushed = push_cas(repo.path, remote, head, tip)
+    if isinstance(pushed, Moved):
+        raise _Moved(pushed.reason)
+    if not isinstance(pushed, Accepted):
+        raise _Refused(pushed.reason)
+    follow(repo, head)
+    return Published(outcomes, head, pushed=True, commits=commits)
+
+
+async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobRecord]:
+    """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
+    if limit <= 0:
+        return []
+    redis = deps.jobs.redis
+    ids = await redis.zrange(queue_name(first.partition), 0, limit * 8)
+    claimed: list[JobRecord] = []
+    for raw in ids:
+        job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if job_id == first.job_id:
+            continue
+        record = await deps.jobs.get(job_id)
+        if record is None or record.wiki != first.wiki or record.status != "queued":
+            continue
+
+        def start(r: JobRecord) -> JobRecord | None:
+            if r.status != "queued":
+                return None
+            r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
+            return r
+
+        after = await deps.jobs.update(job_id, start)
+        if after is not None and after.status == "running" and after.runs == record.runs + 1:
+            claimed.append(after)
+            telemetry.job_started(after)
+            if len(claimed) >= limit:
+                break
+    return claimed
+
+
+class Publisher:
+    """The publishing state of one worker process: when each remote was last pushed to."""
+
+    def __init__(self) -> None:
+        self.last_push: dict[str, float] = {}
+
+    async def _spaced(self, remote: Remote, interval: float, stop: asyncio.Event) -> None:
+        """Wait until ``interval`` seconds have passed since the last push to ``remote`` (or a stop)."""
+        left = self.last_push.get(remote.name, 0.0) + interval - time.monotonic()
+        if left > 0:
+            await _pause(stop, left)
+
+    async def publish(
+        self,
+        deps: Deps,
+        wikis: Wikis,
+        first: JobRecord,
+        entry: WikiEntry,
+        owner: str | None,
+        stop: asyncio.Event,
+    ) -> list[Outcome]:
+        """Publish ``first`` and the batches of its wiki queued behind it (see the module).
+
+        Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
+        (the jobs stay ``running`` and run again, looking for their commits first).
+        """
+        settings = deps.settings
+        remote = wikis.remote(entry)
+        repo = await wikis.cache(first.wiki, entry)
+        policy = policy_for(repo.path)
+        await self._spaced(remote, settings.remote_push_interval_seconds, stop)
+        if stop.is_set():
+            return []
+        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1)
+        members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
+        waited_since: float | None = None
+        moved = refused = 0
+        backoff = 0.5
+        while True:
+            try:
+                done = await asyncio.to_thread(publish_round, repo, remote, members, policy, settings.limits)
+            except RemoteUnavailable as exc:
+                for member in members:
+                    member.maybe_ran = True  # a push whose answer was lost may have landed
+                now = time.monotonic()
+                waited_since = now if waited_since is None else waited_since
+                if now - waited_since >= settings.remote_wait_seconds:
+                    return [Outcome(m.record.job_id, error=_error(exc)) for m in members]
+                log.warning("remote %s unavailable (%s); waiting %.1f s", remote.name, exc.message, backoff)
+            except _Moved:
+                telemetry.cas_retry("remote_moved")
+                moved += 1
+                if moved >= settings.remote_push_attempts:
+                    error = RemoteRejected(
+                        f"the branch of remote {remote.name!r} kept moving while we published "
+                        f"({moved} attempts); submit the batch again"
+                    )
+                    return [Outcome(m.record.job_id, error=_error(error)) for m in members]
+                continue  # fetch and check again at once
+            except _Refused as exc:
+                refused += 1
+                if refused >= settings.remote_push_attempts:
+                    error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
+                    return [Outcome(m.record.job_id, error=_error(error)) for m in members]
+                log.warning("remote %s refused the push (%s); trying again", remote.name, exc.reason)
+            else:
+                if done.pushed:
+                    self.last_push[remote.name] = time.monotonic()
+                    for plan, edits in done.commits:
+                        telemetry.commit_written(plan, edits)
+                if done.head is not None:
+                    await wikis.registry.set_head(
+                        first.wiki,
+                        done.head,
+                        published_ms=now_ms() if done.pushed else None,
+                        partition=first.partition,
+                        owner=owner,
+                    )
+                return done.outcomes
+            if await _pause(stop, backoff):
+                return []
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait ``seconds`` (waiting for the remote, not for a task) unless ``stop`` is set; True if stopped."""
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True

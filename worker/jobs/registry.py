@@ -1,0 +1,126 @@
+"""The registry of remote-backed wikis, in Redis: which remote each one lives in, and its current head.
+
+Workers and API processes of a deployment may have no filesystem in common; what they share about a wiki
+kept in a git remote is two hashes: ``wikiq:wikis`` (wiki id -> JSON: remote, when attached, problems),
+written once at attach, and ``wikiq:wiki-heads`` (wiki id -> ``"<commit> <published ms>"``). The writer of a
+wiki (the holder of its partition's lease) sets the head after every publish and after every fetch that
+finds the remote moved; reads serve the head named here. The update is fenced by the lease, so a writer that
+lost its partition cannot move the head back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from worker import keys
+
+
+class WikiEntry(BaseModel):
+    """A remote-backed wiki: its remote's name, the branch's head as last seen, when it was last published,
+    and problems found in its tree when it was attached (paths wikiq refuses, files outside the zones)."""
+
+    remote: str
+    head: str | None = None
+    attached_ms: int
+    published_ms: int | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+_SET_HEAD = """
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return 0 end
+local value = ARGV[2]
+if ARGV[3] == '' then
+  local old = redis.call('HGET', KEYS[1], ARGV[1])
+  local published = old and string.match(old, ' (%d+)$')
+  if published then value = value .. ' ' .. published end
+else
+  value = value .. ' ' .. ARGV[3]
+end
+redis.call('HSET', KEYS[1], ARGV[1], value)
+return 1
+"""
+
+
+def _head(raw: bytes | str | None) -> tuple[str | None, int | None]:
+    if raw is None:
+        return None, None
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    commit, _, published = text.partition(" ")
+    return commit or None, int(published) if published else None
+
+
+class WikiRegistry:
+    """Reads and writes ``wikiq:wikis``."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def get(self, wiki: str) -> WikiEntry | None:
+        """The entry of ``wiki``, or None when it is not remote-backed (or does not exist)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(keys.WIKIS, wiki)
+            pipe.hget(keys.WIKI_HEADS, wiki)
+            raw, head = await pipe.execute()
+        if raw is None:
+            return None
+        entry = WikiEntry.model_validate_json(raw)
+        entry.head, entry.published_ms = _head(head)
+        return entry
+
+    async def all(self) -> dict[str, WikiEntry]:
+        """Every remote-backed wiki."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.WIKIS)
+            pipe.hgetall(keys.WIKI_HEADS)
+            found, heads = await pipe.execute()
+        out: dict[str, WikiEntry] = {}
+        for key, raw in found.items():
+            wiki = key.decode() if isinstance(key, bytes) else key
+            entry = out[wiki] = WikiEntry.model_validate_json(raw)
+            entry.head, entry.published_ms = _head(heads.get(key))
+        return out
+
+    async def attach(self, wiki: str, entry: WikiEntry) -> bool:
+        """Register ``wiki`` with its head; False when an entry exists already (nothing changed)."""
+        static = entry.model_dump_json(exclude={"head", "published_ms"})
+        if not await cast(Awaitable[int], self.redis.hsetnx(keys.WIKIS, wiki, static)):
+            return False
+        if entry.head is not None:
+            await self.set_head(wiki, entry.head, published_ms=entry.published_ms)
+        return True
+
+    async def set_head(
+        self,
+        wiki: str,
+        head: str,
+        *,
+        published_ms: int | None = None,
+        partition: int = 0,
+        owner: str | None = None,
+    ) -> bool:
+        """Set the head of ``wiki`` (and, after a publish, when); with ``owner``, only while ``owner`` still
+        holds ``partition``'s lease. False when the lease check refused."""
+        args = [wiki, head, "" if published_ms is None else str(published_ms), owner or ""]
+        names = [keys.WIKI_HEADS, keys.lease(partition)]
+        done = await cast(Awaitable[Any], self.redis.eval(_SET_HEAD, len(names), *names, *args))
+        return bool(done)
+
+    async def update(self, wiki: str, entry: WikiEntry) -> None:
+        """Rewrite the entry of ``wiki`` (its attacher, once the clone is done), head included."""
+        await cast(
+            Awaitable[int],
+            self.redis.hset(keys.WIKIS, wiki, entry.model_dump_json(exclude={"head", "published_ms"})),
+        )
+        if entry.head is not None:
+            await self.set_head(wiki, entry.head, published_ms=entry.published_ms)
+
+    async def forget(self, wiki: str) -> None:
+        """Remove ``wiki`` from the registry (an attach that failed)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.WIKIS, wiki)
+            pipe.hdel(keys.WIKI_HEADS, wiki)
+            await pipe.execute()
