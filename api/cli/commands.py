@@ -134,18 +134,34 @@ def wikis(url: Url = None, token: Token = None, as_json: AsJson = False) -> None
     if as_json:
         _print_json({"wikis": [_dump(w) for w in found]})
         return
-    table = _table("wiki", "head")
+    table = _table("wiki", "head", "remote", "published")
     for wiki in found:
-        table.add_row(wiki.id, _short(wiki.head))
+        problems = f" ({len(wiki.problems)} problems)" if wiki.problems else ""
+        table.add_row(wiki.id, _short(wiki.head), (wiki.remote or "-") + problems, wiki.published_at or "-")
     _console().print(table)
 
 
-def create_wiki(wiki: Wiki, url: Url = None, token: Token = None, as_json: AsJson = False) -> None:
-    """Create a wiki (index.md, log.md and schema.md in one initial commit)."""
+def create_wiki(
+    wiki: Wiki,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote", help="attach to this remote of the server's remotes file (a name, not a URL)"
+        ),
+    ] = None,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Create a wiki (index.md, log.md and schema.md in one initial commit), or attach it to a git remote."""
     with _client(url, token, as_json) as client:
-        made = client.create_wiki(wiki)
+        made = client.create_wiki(wiki, remote)
     if as_json:
         _print_json(_dump(made))
+    elif remote is not None:
+        _console().print(f"attached {made.id} to remote {remote} at {made.head}")
+        for problem in made.problems or []:
+            _console().print(f"[yellow]problem:[/yellow] {escape(problem)}")
     else:
         _console().print(f"created {made.id} at {made.head}")
 

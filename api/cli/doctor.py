@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,7 +23,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from worker import keys
+from worker.git.remote import RemoteError, RemoteRegistry, remote_head
 from worker.jobs.queue import WORKERS, lease_key, queue_name
+from worker.jobs.registry import WikiRegistry
 from worker.settings import Settings
 
 Level = Literal["ok", "warn", "fail"]
@@ -212,6 +215,51 @@ def _ranges(numbers: list[int]) -> str:
     return ",".join(out)
 
 
+async def check_remotes(settings: Settings, redis: Redis) -> list[Finding]:
+    """The remotes file parses; every remote-backed wiki's remote is declared and answers; problems in
+    the trees of attached remotes (paths wikiq would refuse) are shown."""
+    try:
+        remotes = RemoteRegistry(settings.remotes_file)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [Finding("remotes", "fail", first, "fix the file WIKIQ_REMOTES_FILE names")]
+    try:
+        entries = await WikiRegistry(redis).all()
+    except (RedisError, OSError):
+        return []  # the Redis check says what is wrong
+    findings = []
+    if settings.remotes_file is not None:
+        findings.append(
+            Finding("remotes", "ok", f"{len(remotes.remotes())} declared in {settings.remotes_file}")
+        )
+    with tempfile.TemporaryDirectory(prefix="wikiq-doctor-") as scratch:
+        probe = Path(scratch) / "probe.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(probe)], check=False, capture_output=True)
+        for wiki, entry in sorted(entries.items()):
+            check = f"wiki {wiki}"
+            try:
+                remote = remotes.lookup(entry.remote)
+                head = await asyncio.to_thread(remote_head, probe, remote)
+            except RemoteError as exc:
+                findings.append(
+                    Finding(check, "fail", exc.message, "declare the remote again or fix its access")
+                )
+                continue
+            detail = f"remote {entry.remote} answers; branch at {(head or 'nothing')[:12]}"
+            findings.append(Finding(check, "ok", detail))
+            if entry.problems:
+                shown = "; ".join(entry.problems[:3]) + ("; ..." if len(entry.problems) > 3 else "")
+                findings.append(
+                    Finding(
+                        check,
+                        "warn",
+                        f"{len(entry.problems)} problems in its tree: {shown}",
+                        "rename or remove those paths in the remote (wikiq refuses to write them)",
+                    )
+                )
+    return findings
+
+
 async def diagnose(settings: Settings) -> list[Finding]:
     """Every check of a deployment configured by ``settings``."""
     findings = [check_data_dir(settings), check_git()]
@@ -220,6 +268,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
     )
     try:
         findings.extend(await check_redis(settings, redis))
+        findings.extend(await check_remotes(settings, redis))
     finally:
         await redis.aclose()
     return findings

@@ -134,8 +134,9 @@ class _Calls:
         return _Call("GET", "/v1/wikis", _wikis)
 
     @staticmethod
-    def create_wiki(wiki: str) -> _Call[WikiInfo]:
-        return _Call("POST", "/v1/wikis", WikiInfo.model_validate, json={"id": wiki})
+    def create_wiki(wiki: str, remote: str | None = None) -> _Call[WikiInfo]:
+        body = {"id": wiki} if remote is None else {"id": wiki, "remote": remote}
+        return _Call("POST", "/v1/wikis", WikiInfo.model_validate, json=body)
 
     @staticmethod
     def list_pages(wiki: str, prefix: str, limit: int, cursor: str | None) -> _Call[PageList]:
@@ -256,9 +257,9 @@ class Client(_Base):
         """Every wiki the caller may read, with its head."""
         return self._run(_Calls.list_wikis())
 
-    def create_wiki(self, wiki: str) -> WikiInfo:
-        """Create a wiki (index.md, log.md, schema.md in one initial commit)."""
-        return self._run(_Calls.create_wiki(wiki))
+    def create_wiki(self, wiki: str, remote: str | None = None) -> WikiInfo:
+        """Create a wiki (index.md, log.md, schema.md in one initial commit), or attach it to ``remote``."""
+        return self._run(_Calls.create_wiki(wiki, remote))
 
     def list_pages(
         self, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None
@@ -362,9 +363,9 @@ class AsyncClient(_Base):
         """Every wiki the caller may read, with its head."""
         return await self._run(_Calls.list_wikis())
 
-    async def create_wiki(self, wiki: str) -> WikiInfo:
-        """Create a wiki (index.md, log.md, schema.md in one initial commit)."""
-        return await self._run(_Calls.create_wiki(wiki))
+    async def create_wiki(self, wiki: str, remote: str | None = None) -> WikiInfo:
+        """Create a wiki (index.md, log.md, schema.md in one initial commit), or attach it to ``remote``."""
+        return await self._run(_Calls.create_wiki(wiki, remote))
 
     async def list_pages(
         self, wiki: str, prefix: str = "", limit: int = 1000, cursor: str | None = None

@@ -47,15 +47,22 @@ class Service:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=70)
 
+    def logs(self) -> str:
+        """Everything every process of the deployment wrote so far."""
+        return "".join(p.read_text(errors="replace") for p in sorted(self.root.glob("*.log")))
+
     @property
     def url(self) -> str:
         """Base URL of the API."""
         return f"http://127.0.0.1:{self.port}"
 
-    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{args[0]}-{len(self.workers)}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
         return subprocess.Popen(
-            [sys.executable, "-m", "api.cli", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "api.cli", *args],
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
     def start(self, workers: int = 1) -> Service:
@@ -76,9 +83,9 @@ class Service:
             self.start_worker()
         return self
 
-    def start_worker(self) -> subprocess.Popen[bytes]:
-        """Start one more worker process."""
-        process = self._spawn("worker")
+    def start_worker(self, **env: str) -> subprocess.Popen[bytes]:
+        """Start one more worker process (``env`` adds to or overrides the deployment's variables)."""
+        process = self._spawn("worker", env=env)
         self.workers.append(process)
         return process
 

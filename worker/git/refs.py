@@ -130,3 +130,14 @@ def _break_stale_lock(lock: Path) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(lock)
     return True
+
+
+def break_stale_locks(repo: Path) -> int:
+    """Remove every ref lock of ``repo`` (``refs/**.lock``, ``packed-refs.lock``) older than
+    ``STALE_LOCK_SECONDS``: a git process killed mid-update (a fetch, a push) leaves one, and git never
+    breaks it by itself. Only the wiki's writer calls this. The number of locks removed."""
+    found = list((repo / "refs").rglob("*.lock"))
+    packed = repo / "packed-refs.lock"
+    if packed.exists():
+        found.append(packed)
+    return sum(1 for lock in found if _break_stale_lock(lock))

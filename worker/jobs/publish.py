@@ -30,11 +30,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from worker import faults
 from worker.engine import Plan, preflight
 from worker.engine.paths import ZonePolicy
 from worker.errors import BatchRejected, RefMoved, WikiqError
 from worker.git import Identity, WikiRepo
 from worker.git.policy import policy_for
+from worker.git.refs import break_stale_locks
 from worker.git.remote import Accepted, Moved, Remote, RemoteRejected, RemoteUnavailable, fetch, push_cas
 from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
@@ -148,6 +150,7 @@ def publish_round(
     Raises ``_Moved`` or ``_Refused`` when the push is not accepted, ``RemoteUnavailable`` when the remote
     cannot be used; nothing is reported from such a round.
     """
+    break_stale_locks(repo.path)  # a writer killed during a fetch or push leaves git's ref locks behind
     tip = fetch(repo.path, remote)
     follow(repo, tip)
     head = tip
@@ -166,11 +169,14 @@ def publish_round(
     if not commits:
         return Published(outcomes, tip, pushed=False)
     assert head is not None
+    faults.point("publish.after_commit")
+    faults.soon("publish.during_push")
     pushed = push_cas(repo.path, remote, head, tip)
     if isinstance(pushed, Moved):
         raise _Moved(pushed.reason)
     if not isinstance(pushed, Accepted):
         raise _Refused(pushed.reason)
+    faults.point("publish.after_push")
     follow(repo, head)
     return Published(outcomes, head, pushed=True, commits=commits)
 
@@ -233,8 +239,6 @@ class Publisher:
         """
         settings = deps.settings
         remote = wikis.remote(entry)
-        repo = await wikis.cache(first.wiki, entry)
-        policy = policy_for(repo.path)
         await self._spaced(remote, settings.remote_push_interval_seconds, stop)
         if stop.is_set():
             return []
@@ -245,6 +249,8 @@ class Publisher:
         backoff = 0.5
         while True:
             try:
+                repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
+                policy = policy_for(repo.path)
                 done = await asyncio.to_thread(publish_round, repo, remote, members, policy, settings.limits)
             except RemoteUnavailable as exc:
                 for member in members:

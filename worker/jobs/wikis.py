@@ -82,10 +82,18 @@ class Wikis:
         self.registry = registry
         self.remotes = remotes
         self._fetching: dict[str, asyncio.Lock] = {}
+        self._local: set[str] = set()  # wikis known to be local: they stay so (no remote is ever attached
+        # to an existing id), so they cost no registry lookup again
 
     async def entry(self, wiki: str) -> WikiEntry | None:
         """The registry entry of ``wiki`` when it is remote-backed, else None."""
-        return await self.registry.get(wiki)
+        if wiki in self._local:
+            return None
+        entry = await self.registry.get(wiki)
+        if entry is None and self.store.exists(wiki):
+            # an attach registers the id before its cache exists, so a repository without an entry is local
+            self._local.add(wiki)
+        return entry
 
     async def ids(self) -> list[str]:
         """Every wiki: local ones and remote-backed ones, sorted."""
@@ -94,7 +102,7 @@ class Wikis:
 
     async def exists(self, wiki: str) -> bool:
         """True when ``wiki`` is a local wiki or a remote-backed one."""
-        return self.store.exists(wiki) or await self.registry.get(wiki) is not None
+        return self.store.exists(wiki) or await self.entry(wiki) is not None
 
     def remote(self, entry: WikiEntry) -> Remote:
         """The declared remote of ``entry``; ``REMOTE_NOT_FOUND`` when the operator no longer declares it."""
@@ -113,7 +121,7 @@ class Wikis:
     async def head(self, wiki: str) -> Head:
         """``wiki`` ready to read at its head: for a remote-backed one, the head the registry names, fetched
         into the cache when the cache lacks it; ``WIKI_NOT_FOUND`` when there is no such wiki."""
-        entry = await self.registry.get(wiki)
+        entry = await self.entry(wiki)
         if entry is None:
             repo = self.store.opened(wiki)
             if repo is None:

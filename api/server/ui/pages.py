@@ -214,11 +214,8 @@ def _text(value: bytes | str) -> str:
 async def overview(svc: Service, caller: Principal, only: str | None) -> dict[str, Any]:
     """The wikis the caller may read with their queue figures, and the most recent jobs (of ``only``)."""
     app = svc.wiring
-
-    def heads() -> list[tuple[str, str | None]]:
-        return [(w, app.store.open(w).head()) for w in app.store.ids() if caller.may(w, "read")]
-
-    wikis = await run_in_threadpool(heads)
+    listed = {info.id: info for info in (await svc.reads.list_wikis(caller)).wikis}
+    wikis = [(w, info.head) for w, info in listed.items()]
     partitions = sorted({partition_of(w, app.settings.partitions) for w, _ in wikis})
     shown = [w for w, _ in wikis if only is None or w == only]
     async with app.redis.pipeline(transaction=False) as pipe:
@@ -254,6 +251,9 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
                 "queued": counts[wiki]["queued"],
                 "running": counts[wiki]["running"],
                 "capped": depth[partition_of(wiki, app.settings.partitions)] > QUEUE_SCAN,
+                "remote": listed[wiki].remote,
+                "published_at": listed[wiki].published_at,
+                "problems": listed[wiki].problems or [],
             }
             for wiki, head in wikis
         ],
