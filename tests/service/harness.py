@@ -56,7 +56,7 @@ JOB_KEYS = {
 INITIAL_FILES = {"index.md", "log.md", "schema.md"}
 
 T = TypeVar("T")
-_databases = itertools.cycle(range(1, 16))  # db 0 is left to the integration tests
+_free_databases = set(range(1, 16))  # db 0 is left to the other tests; 16 databases by default
 _serial = itertools.count()
 
 
@@ -132,6 +132,9 @@ class InProcessWorker:
             self.bells = None
         for runner in self.runners.values():
             await runner.stop(grace=CEILING)
+            # stop() can return while a job it started in its last poll still runs: wait for that job too
+            if runner.worker.tasks:
+                await asyncio.wait(list(runner.worker.tasks.values()), timeout=CEILING)
         self.runners.clear()
 
     @contextlib.asynccontextmanager
@@ -286,7 +289,10 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
     """
     data = root / "data"
     data.mkdir(parents=True, exist_ok=True)
-    url = redis_url(server, next(_databases))
+    assert _free_databases, "more live deployments than Redis databases"
+    db = min(_free_databases)
+    _free_databases.remove(db)
+    url = redis_url(server, db)
     values: dict[str, Any] = {
         "redis_url": url,
         "data_dir": data,
@@ -297,23 +303,28 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
         "redeliver_interval_seconds": 0,
         **overrides,
     }
-    settings = Settings(**values)
-    redis = await connect(url)
-    await redis.flushdb()
-    app = create_app(settings)
-    worker = InProcessWorker(settings)
     try:
-        async with app.router.lifespan_context(app):
-            await worker.start()
-            deployed = Deployment(settings, app, worker, redis)
-            try:
-                yield deployed
-            finally:
-                await deployed.close()
-                await worker.close()
-                await RECORDER.stop()  # its flush task lives on this loop and writes to this database
+        settings = Settings(**values)
+        redis = await connect(url)
+        try:
+            await redis.flushdb()
+            app = create_app(settings)
+            worker = InProcessWorker(settings)
+            async with app.router.lifespan_context(app):
+                try:
+                    await worker.start()
+                    deployed = Deployment(settings, app, worker, redis)
+                    try:
+                        yield deployed
+                    finally:
+                        await deployed.close()
+                finally:
+                    await worker.close()
+                    await RECORDER.stop()  # its flush task lives on this loop and writes to this database
+        finally:
+            await redis.aclose()
     finally:
-        await redis.aclose()
+        _free_databases.add(db)
 
 
 @contextlib.asynccontextmanager
