@@ -103,7 +103,6 @@ class InProcessWorker:
             await self.redis.set(lease_key(partition), OWNER)
             runner = PartitionRunner(partition, self.redis, deps, OWNER)
             runner.start()
-            runner.wake.set()  # look at the queue once now: jobs may have arrived while paused
             self.runners[partition] = runner
         self.bells = asyncio.create_task(self._ring_loop(), name="in-process-doorbells")
 
