@@ -18,7 +18,7 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -73,13 +73,20 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
-def webhook_client(allow_private: bool, timeout: float) -> httpx.AsyncClient:
-    """The one httpx client that sends webhooks: no redirects, no proxies from the environment."""
-    transport = httpx.AsyncHTTPTransport(retries=0)
-    if not allow_private:
-        transport._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl.create_default_context(), network_backend=GuardedBackend()
-        )
+def webhook_client(
+    allow_private: bool, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """The one httpx client that sends webhooks: no redirects, no proxies from the environment.
+
+    ``transport`` replaces the network (tests hand in an ``httpx.MockTransport`` as the receiver).
+    """
+    if transport is None:
+        network = httpx.AsyncHTTPTransport(retries=0)
+        if not allow_private:
+            network._pool = httpcore.AsyncConnectionPool(
+                ssl_context=ssl.create_default_context(), network_backend=GuardedBackend()
+            )
+        transport = network
     return httpx.AsyncClient(
         transport=transport,
         timeout=timeout,
@@ -99,7 +106,12 @@ class Outcome:
     retry_after: float | None
 
 
-def _retry_after(value: str | None) -> float | None:
+def utc_now() -> datetime:
+    """The current time (UTC): the default clock of ``send``."""
+    return datetime.now(UTC)
+
+
+def _retry_after(value: str | None, now: datetime) -> float | None:
     if not value:
         return None
     if value.strip().isdigit():
@@ -108,12 +120,22 @@ def _retry_after(value: str | None) -> float | None:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return max(0.0, (when - now).total_seconds())
 
 
-async def send(client: httpx.AsyncClient, url: str, event_id: str, body: str, signer: Webhook) -> Outcome:
-    """POST ``body`` signed for ``event_id`` once; never raises for the receiver's or network's failures."""
-    sent_at = datetime.now(UTC)
+async def send(
+    client: httpx.AsyncClient,
+    url: str,
+    event_id: str,
+    body: str,
+    signer: Webhook,
+    now: Callable[[], datetime] = utc_now,
+) -> Outcome:
+    """POST ``body`` signed for ``event_id`` once; never raises for the receiver's or network's failures.
+
+    ``now`` is the clock: the signed timestamp, and what a ``Retry-After`` date is counted from.
+    """
+    sent_at = now()
     headers = {
         "content-type": "application/json",
         "webhook-id": event_id,
@@ -127,7 +149,7 @@ async def send(client: httpx.AsyncClient, url: str, event_id: str, body: str, si
     try:
         response = await client.post(url, content=body.encode(), headers=headers)
         status = response.status_code
-        retry_after = _retry_after(response.headers.get("retry-after"))
+        retry_after = _retry_after(response.headers.get("retry-after"), now())
         if response.is_redirect:
             error = "redirect not followed"
     except httpx.TimeoutException:

@@ -1,0 +1,406 @@
+"""A whole wikiq deployment in the test's event loop: the API app, a worker's consumers, real Redis and git.
+
+The API is ``create_app(settings)`` reached through ``httpx.ASGITransport`` with its lifespan entered here
+(ASGITransport does not run it). Batches are consumed by one ``PartitionRunner`` per partition (arq's own
+``Worker``, one job at a time) woken by the partition doorbells, exactly as a ``wikiq worker`` does, but as
+tasks of this event loop: a submit → commit → long-poll round trip takes milliseconds and spawns nothing.
+
+Each deployment gets a Redis database of its own (flushed at start) on the session's server, and a data
+directory of its own, so modules never see each other's records. Pub/sub is shared between databases: a
+long-poll woken by another deployment's job id just re-reads its record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import httpx
+from arq.connections import ArqRedis
+from fastapi import FastAPI
+from redis.exceptions import RedisError
+
+from api.server.app import create_app
+from tests.gitutil import blob_id
+from worker.git import GitStore
+from worker.jobs.consumer import PartitionRunner
+from worker.jobs.context import Deps, JobContext
+from worker.jobs.queue import bell_key, connect, lease_key
+from worker.jobs.records import JobStore
+from worker.redis_server import RedisServer
+from worker.settings import Settings
+from worker.telemetry.metrics import RECORDER
+
+TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
+BASE_URL = "http://127.0.0.1:8080"
+CEILING = 60.0  # seconds: only a hang takes this long; every wait ends on its event first
+OWNER = "in-process-worker"
+FINISHED = ("succeeded", "failed", "cancelled")
+JOB_KEYS = {
+    "job_id",
+    "wiki",
+    "status",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "result",
+    "error",
+    "webhook",
+}
+INITIAL_FILES = {"index.md", "log.md", "schema.md"}
+
+T = TypeVar("T")
+_free_databases = set(range(1, 16))  # db 0 is left to the other tests; 16 databases by default
+_serial = itertools.count()
+
+
+def redis_url(server: RedisServer, db: int) -> str:
+    """The URL of database ``db`` on ``server``."""
+    return f"redis://127.0.0.1:{server.port}/{db}"
+
+
+class InProcessWorker:
+    """A worker's batch consumers as tasks of the running loop: one ``PartitionRunner`` per partition,
+    holding that partition's lease, woken by one blocking pop over the doorbells (like ``wikiq worker``).
+
+    ``paused()`` stops consuming, so a submitted job stays ``queued`` until the block ends.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runners: dict[int, PartitionRunner] = {}
+        self.bells: asyncio.Task[None] | None = None
+        self.redis: ArqRedis | None = None
+        self.bell_redis: ArqRedis | None = None
+        self.store = GitStore(settings.data_dir)  # its own store, as a worker process has
+
+    @property
+    def deps(self) -> Deps:
+        """What job functions are handed (``ctx["deps"]``)."""
+        assert self.redis is not None
+        settings = self.settings
+        jobs = JobStore(self.redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
+        return Deps(settings, self.store, jobs)
+
+    def context(self, job_try: int = 1) -> JobContext:
+        """An arq ``ctx`` for calling a job function directly (``apply_batch(ctx, job_id)``)."""
+        assert self.redis is not None
+        return {"deps": self.deps, "redis": self.redis, "job_try": job_try}
+
+    async def start(self) -> None:
+        """Take every partition's lease and start its consumer and the doorbell loop."""
+        if self.redis is None:
+            self.redis = await connect(self.settings.redis_url)
+            self.bell_redis = await connect(self.settings.redis_url)
+        deps = self.deps
+        for partition in range(self.settings.partitions):
+            await self.redis.set(lease_key(partition), OWNER)
+            runner = PartitionRunner(partition, self.redis, deps, OWNER)
+            runner.start()
+            self.runners[partition] = runner
+        self.bells = asyncio.create_task(self._ring_loop(), name="in-process-doorbells")
+
+    async def _ring_loop(self) -> None:
+        assert self.bell_redis is not None
+        names = [bell_key(p) for p in self.runners]
+        while True:
+            try:
+                popped = await cast(Awaitable[Any], self.bell_redis.blpop(names, timeout=1))
+            except RedisError:
+                await asyncio.sleep(0.2)  # back off while Redis is away (the runners re-check on their own)
+                continue
+            if popped is None:
+                continue
+            name = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            runner = self.runners.get(int(name.rsplit(":", 1)[1]))
+            if runner is not None:
+                runner.wake.set()
+
+    async def stop(self) -> None:
+        """Stop consuming after the jobs in flight."""
+        if self.bells is not None:
+            self.bells.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.bells
+            self.bells = None
+        for runner in self.runners.values():
+            await runner.stop(grace=CEILING)
+            # stop() can return while a job it started in its last poll still runs: wait for that job too
+            if runner.worker.tasks:
+                await asyncio.wait(list(runner.worker.tasks.values()), timeout=CEILING)
+        self.runners.clear()
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """Within the block no job starts; afterwards consuming resumes, queued jobs first."""
+        await self.stop()
+        try:
+            yield
+        finally:
+            await self.start()
+
+    async def close(self) -> None:
+        """Stop and let go of every resource."""
+        await self.stop()
+        for redis in (self.redis, self.bell_redis):
+            if redis is not None:
+                await redis.aclose()
+        self.store.close()
+
+
+class Deployment:
+    """The app, its HTTP clients and its worker, with the API helpers tests share."""
+
+    def __init__(self, settings: Settings, app: FastAPI, worker: InProcessWorker, redis: ArqRedis) -> None:
+        self.settings = settings
+        self.app = app
+        self.worker = worker
+        self.redis = redis
+        self.clients: list[httpx.AsyncClient] = []
+        self.client = self.as_(None)
+
+    @property
+    def data(self) -> Path:
+        """The data directory (wikis are ``<data>/wikis/<id>.git``)."""
+        return Path(self.settings.data_dir)
+
+    def repo(self, wiki: str) -> Path:
+        """The bare repository of ``wiki``."""
+        return self.data / "wikis" / f"{wiki}.git"
+
+    def as_(self, token: str | None, raise_app_exceptions: bool = True) -> httpx.AsyncClient:
+        """A client of the in-process app sending ``Authorization: Bearer <token>`` (None: no header)."""
+        headers = {} if token is None else {"authorization": f"Bearer {token}"}
+        transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=raise_app_exceptions)
+        client = httpx.AsyncClient(
+            transport=transport, base_url=BASE_URL, headers=headers, timeout=CEILING * 2
+        )
+        self.clients.append(client)
+        return client
+
+    async def close(self) -> None:
+        """Close every client handed out."""
+        for client in self.clients:
+            await client.aclose()
+
+    # -- API helpers ------------------------------------------------------------------------------
+
+    async def new_wiki(self, stem: str) -> str:
+        """Create a wiki with an id no other test uses; its id."""
+        wiki = f"{stem}-{next(_serial)}"
+        await self.create_wiki(wiki)
+        return wiki
+
+    async def create_wiki(self, wiki: str) -> str:
+        """Create ``wiki``; its initial head."""
+        answer = await self.client.post("/v1/wikis", json={"id": wiki})
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["head"])
+
+    async def submit(
+        self,
+        wiki: str,
+        batch: dict[str, Any],
+        client: httpx.AsyncClient | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST a batch (as ``client``, by default the deployment's own)."""
+        return await (client or self.client).post(f"/v1/wikis/{wiki}/batches", json=batch, headers=headers)
+
+    async def submit_ok(
+        self, wiki: str, batch: dict[str, Any], client: httpx.AsyncClient | None = None
+    ) -> str:
+        """Submit a batch that must be accepted (202 queued, with its status URL); its job id."""
+        answer = await self.submit(wiki, batch, client)
+        assert answer.status_code == 202, answer.text
+        body = answer.json()
+        assert set(body) == {"job_id", "status", "status_url"}, body
+        assert body["status"] == "queued", body
+        assert body["status_url"] == f"/v1/jobs/{body['job_id']}", body
+        return str(body["job_id"])
+
+    async def wait(self, job_id: str, client: httpx.AsyncClient | None = None) -> dict[str, Any]:
+        """Long-poll a job until it is finished; the ceiling only catches a hang."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CEILING
+        while True:
+            answer = await (client or self.client).get(f"/v1/jobs/{job_id}", params={"wait": 30})
+            assert answer.status_code == 200, answer.text
+            job = dict(answer.json())
+            if job["status"] in FINISHED:
+                return job
+            assert loop.time() < deadline, f"job {job_id} did not finish: {job}"
+
+    async def apply(self, wiki: str, batch: dict[str, Any]) -> dict[str, Any]:
+        """Submit a batch and wait for its job."""
+        return await self.wait(await self.submit_ok(wiki, batch))
+
+    async def seed(self, wiki: str, files: dict[str, str]) -> dict[str, str]:
+        """Create ``files`` in one batch; their versions by path."""
+        edits = [{"op": "create", "path": p, "content": c} for p, c in files.items()]
+        job = await self.apply(wiki, {"message": "seed", "edits": edits})
+        assert job["status"] == "succeeded", job
+        return {path: blob_id(content.encode()) for path, content in files.items()}
+
+    async def page(self, wiki: str, path: str) -> dict[str, Any]:
+        """A page at the head (asserting it exists)."""
+        answer = await self.client.get(f"/v1/wikis/{wiki}/pages/{path}")
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    async def pages(self, wiki: str, **params: Any) -> dict[str, dict[str, Any]]:
+        """Every file at the head (one unpaged listing), by path."""
+        answer = await self.client.get(f"/v1/wikis/{wiki}/pages", params={"limit": 10_000, **params})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["next_cursor"] is None, body
+        return {entry["path"]: entry for entry in body["pages"]}
+
+    async def commits(self, wiki: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """The wiki's commits, newest first."""
+        answer = await self.client.get(f"/v1/wikis/{wiki}/commits", params={"limit": limit})
+        assert answer.status_code == 200, answer.text
+        return list(answer.json()["commits"])
+
+    async def head(self, wiki: str) -> str:
+        """The wiki's head commit."""
+        return str((await self.commits(wiki, 1))[0]["commit"])
+
+    async def jobs(self, wiki: str, **params: Any) -> list[dict[str, Any]]:
+        """The wiki's recent jobs, newest first."""
+        answer = await self.client.get(f"/v1/wikis/{wiki}/jobs", params=params)
+        assert answer.status_code == 200, answer.text
+        return list(answer.json()["jobs"])
+
+
+@contextlib.asynccontextmanager
+async def deployment(server: RedisServer, root: Path, **overrides: Any) -> AsyncIterator[Deployment]:
+    """A deployment on a fresh Redis database of ``server`` and a fresh data directory under ``root``.
+
+    Settings default to those of the process-level tests (private webhook hosts allowed, a webhook secret,
+    no rate limit) with two partitions; ``overrides`` replace any of them.
+    """
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    assert _free_databases, "more live deployments than Redis databases"
+    db = min(_free_databases)
+    _free_databases.remove(db)
+    url = redis_url(server, db)
+    values: dict[str, Any] = {
+        "redis_url": url,
+        "data_dir": data,
+        "partitions": 2,
+        "webhook_allow_private": True,
+        "webhook_secret": TEST_SECRET,
+        "rate_limit_submissions": 0,
+        "redeliver_interval_seconds": 0,
+        **overrides,
+    }
+    try:
+        settings = Settings(**values)
+        redis = await connect(url)
+        try:
+            await redis.flushdb()
+            app = create_app(settings)
+            worker = InProcessWorker(settings)
+            async with app.router.lifespan_context(app):
+                try:
+                    await worker.start()
+                    deployed = Deployment(settings, app, worker, redis)
+                    try:
+                        yield deployed
+                    finally:
+                        await deployed.close()
+                finally:
+                    await worker.close()
+                    await RECORDER.stop()  # its flush task lives on this loop and writes to this database
+        finally:
+            await redis.aclose()
+    finally:
+        _free_databases.add(db)
+
+
+@contextlib.asynccontextmanager
+async def hosted(manager: contextlib.AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
+    """``manager`` entered and exited by a task of its own.
+
+    The app's lifespan holds anyio task groups (the MCP session manager), which must be exited by the task
+    that entered them; pytest-asyncio sets a fixture up and tears it down in different tasks.
+    """
+    entered: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    leave = asyncio.Event()
+
+    async def host() -> None:
+        try:
+            async with manager as value:
+                entered.set_result(value)
+                await leave.wait()
+        except BaseException as exc:
+            if entered.done():
+                raise
+            entered.set_exception(exc)
+
+    task = asyncio.create_task(host(), name="deployment-host")
+    try:
+        yield await entered
+    finally:
+        leave.set()
+        await task
+
+
+# -- assertions on answers -------------------------------------------------------------------------------
+
+
+def expect_error(answer: httpx.Response, status: int, code: str, index: int | None = None) -> dict[str, Any]:
+    """Assert ``answer`` is the contract's error object with this status, code and index; the error."""
+    error = expect_error_shape(answer, status)
+    assert error["code"] == code, answer.text
+    assert error["index"] == index, answer.text
+    return error
+
+
+def expect_error_shape(answer: httpx.Response, status: int) -> dict[str, Any]:
+    """Assert ``answer`` has this status and exactly the contract's error object, no trace; the error."""
+    assert answer.status_code == status, (answer.status_code, answer.text)
+    assert answer.headers["content-type"].startswith("application/json"), answer.headers
+    body = answer.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "index"}, body
+    assert isinstance(error["code"], str) and error["code"], body
+    assert isinstance(error["message"], str) and error["message"], body
+    assert error["index"] is None or isinstance(error["index"], int), body
+    assert "Traceback" not in answer.text and 'File "' not in answer.text, body
+    return dict(error)
+
+
+def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
+    """Assert the job object has the contract's fields, this wiki and status, and ordered timestamps."""
+    assert set(job) >= JOB_KEYS, job
+    assert job["wiki"] == wiki, job
+    assert job["status"] == status, job
+    submitted = datetime.fromisoformat(job["submitted_at"])
+    if status in ("succeeded", "failed"):
+        assert job["started_at"] is not None and job["finished_at"] is not None, job
+        started = datetime.fromisoformat(job["started_at"])
+        finished = datetime.fromisoformat(job["finished_at"])
+        assert submitted <= started <= finished, job
+    if status == "succeeded":
+        assert job["error"] is None, job
+        assert set(job["result"]) == {"commit", "applied"}, job
+    if status == "failed":
+        assert job["result"] is None, job
+        assert set(job["error"]) == {"code", "message", "index"}, job
+    if status in ("queued", "cancelled"):
+        assert job["started_at"] is None and job["result"] is None, job
+
+
+def create(path: str, content: str = "x\n") -> dict[str, Any]:
+    """A create edit."""
+    return {"op": "create", "path": path, "content": content}

@@ -1,0 +1,369 @@
+"""Webhook delivery in process: ``httpx.MockTransport`` is the receiver, the test is the scheduler.
+
+A job is submitted through the app and run by the in-process worker, which queues its first delivery
+attempt. The test then calls the arq job function ``deliver_webhook(ctx, job_id, round, attempt)`` itself,
+attempt after attempt, with a context holding the production webhook client over a ``MockTransport``, the
+signer, and a seeded ``random.Random``. The delay each retry was queued with is read back from arq
+(``Job.info()``: score minus enqueue time), so the schedule is checked exactly without waiting for it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from arq.jobs import Job
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from tests.service.harness import TEST_SECRET, Deployment, create
+from worker import keys
+from worker.jobs.context import JobContext
+from worker.jobs.queue import loads
+from worker.webhooks.deliver import deliver_webhook, send, signer_for, webhook_client
+
+SCHEDULE = (0.0, 5.0, 300.0, 1800.0)
+SETTINGS = {"webhook_retry_schedule": SCHEDULE}
+URL = "http://receiver.test/hook?token=capability"
+Reply = httpx.Response | Exception
+
+
+class Receiver:
+    """A scripted receiver: answers each request with the next reply (the last one repeats)."""
+
+    def __init__(self, *replies: Reply) -> None:
+        self.replies = list(replies) or [httpx.Response(200)]
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def headers(self, n: int) -> dict[str, str]:
+        """The headers of request ``n``, lower-cased."""
+        return {k.lower(): v for k, v in self.requests[n].headers.items()}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def hook(dep: Deployment) -> AsyncIterator[Callable[..., JobContext]]:
+    """``hook(receiver, seed)``: a delivery context sending through the production client to ``receiver``."""
+    clients: list[httpx.AsyncClient] = []
+
+    def build(receiver: Receiver, seed: int = 7) -> JobContext:
+        http = webhook_client(False, dep.settings.webhook_timeout, transport=httpx.MockTransport(receiver))
+        clients.append(http)
+        ctx = dep.worker.context()
+        ctx["http"] = http
+        ctx["signer"] = signer_for(TEST_SECRET)
+        ctx["rng"] = random.Random(seed)
+        return ctx
+
+    yield build
+    for client in clients:
+        await client.aclose()
+
+
+async def finished_job(
+    dep: Deployment, edits: list[dict[str, Any]] | None = None, url: str = URL
+) -> dict[str, Any]:
+    """A job with ``webhook.url`` run to its end by the worker (its first attempt is queued, not sent)."""
+    wiki = await dep.new_wiki("hooks")
+    batch = {"message": "m", "edits": edits or [create("wiki/a.md")], "webhook": {"url": url}}
+    job = await dep.apply(wiki, batch)
+    assert job["webhook"] == {"url": url, "state": "pending", "attempts": []}, job
+    return job
+
+
+async def queued_delay(dep: Deployment, job_id: str, round_: int, attempt: int) -> float | None:
+    """Seconds attempt ``attempt`` of round ``round_`` was deferred by on the webhook queue or None."""
+    job = Job(
+        f"wh:{job_id}:{round_}:{attempt}", dep.redis, _queue_name=keys.WEBHOOK_QUEUE, _deserializer=loads
+    )
+    info = await job.info()
+    if info is None or info.score is None:
+        return None
+    assert list(info.args) == [job_id, round_, attempt]  # JSON-serialised: a list
+    return (info.score - round(info.enqueue_time.timestamp() * 1000)) / 1000
+
+
+async def webhook_of(dep: Deployment, job_id: str) -> dict[str, Any]:
+    """The job's webhook state as the API shows it to its submitter."""
+    answer = await dep.client.get(f"/v1/jobs/{job_id}")
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["webhook"])
+
+
+async def test_the_first_attempt_is_queued_when_the_job_finishes(dep: Deployment) -> None:
+    """Finishing a job with a webhook queues attempt 0 of round 0 at once (delay 0)."""
+    job = await finished_job(dep)
+    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
+    assert await queued_delay(dep, job["job_id"], 0, 1) is None
+
+
+async def test_delivery_is_signed_and_verifies(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+    """The receiver verifies the signature with standardwebhooks; a tampered body or another secret fails."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(200))
+    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
+    (request,) = receiver.requests
+    assert (request.method, str(request.url)) == ("POST", URL)
+    headers = receiver.headers(0)
+    assert headers["content-type"] == "application/json"
+    assert headers["webhook-id"] == f"msg_{job['job_id']}"
+    event = Webhook(TEST_SECRET).verify(request.content, headers)
+    assert event["type"] == "batch.succeeded"
+    assert event["data"] == job | {"webhook": event["data"]["webhook"]}  # the finished job, as submitted
+    assert event["data"]["result"]["commit"] == job["result"]["commit"]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(TEST_SECRET).verify(request.content.replace(b"succeeded", b"failed"), headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook("whsec_" + "QUJD" * 8).verify(request.content, headers)
+    webhook = await webhook_of(dep, job["job_id"])
+    assert webhook["state"] == "delivered"
+    (attempt,) = webhook["attempts"]
+    assert (attempt["status"], attempt["error"]) == (200, None)
+    assert attempt["ms"] >= 0 and datetime.fromisoformat(attempt["at"]) <= datetime.now(UTC)
+    assert await queued_delay(dep, job["job_id"], 0, 1) is None
+
+
+async def test_failed_job_is_announced_as_batch_failed(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """A batch the worker refuses is POSTed as batch.failed with the job's error."""
+    edits = [{"op": "delete", "path": "wiki/missing.md", "expected_version": "0" * 40}]
+    job = await finished_job(dep, edits)
+    assert job["status"] == "failed"
+    receiver = Receiver(httpx.Response(204))
+    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
+    event = Webhook(TEST_SECRET).verify(receiver.requests[0].content, receiver.headers(0))
+    assert event["type"] == "batch.failed"
+    assert event["data"]["error"] == job["error"]
+    assert event["data"]["error"]["code"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
+async def test_any_2xx_is_delivery(dep: Deployment, hook: Callable[..., JobContext], status: int) -> None:
+    """Any 2xx answer is delivery: one attempt, state delivered, nothing more queued."""
+    job = await finished_job(dep)
+    assert await deliver_webhook(hook(Receiver(httpx.Response(status))), job["job_id"], 0, 0) == "delivered"
+    webhook = await webhook_of(dep, job["job_id"])
+    assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("delivered", [status])
+    assert await queued_delay(dep, job["job_id"], 0, 1) is None
+
+
+async def test_410_stops_after_one_attempt(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+    """A 410 answer ends delivery at once: one attempt, state failed, no retry queued."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(410))
+    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "failed"
+    webhook = await webhook_of(dep, job["job_id"])
+    assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("failed", [410])
+    assert await queued_delay(dep, job["job_id"], 0, 1) is None
+    assert len(receiver.requests) == 1
+
+
+RETRIED: list[tuple[str, Reply, int | None, str | None]] = [
+    ("500", httpx.Response(500), 500, None),
+    ("502", httpx.Response(502), 502, None),
+    ("503", httpx.Response(503), 503, None),
+    ("404", httpx.Response(404), 404, None),
+    ("429", httpx.Response(429), 429, None),
+    ("read-timeout", httpx.ReadTimeout("slow"), None, "timeout"),
+    ("connect-timeout", httpx.ConnectTimeout("slow"), None, "timeout"),
+    ("connection-refused", httpx.ConnectError("refused"), None, "ConnectError: refused"),
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "error"), [pytest.param(r, s, e, id=n) for n, r, s, e in RETRIED]
+)
+async def test_failures_are_retried_on_the_schedule_with_jitter(
+    dep: Deployment, hook: Callable[..., JobContext], reply: Reply, status: int | None, error: str | None
+) -> None:
+    """5xx, other non-2xx, timeouts and connection errors: recorded, then the next attempt is queued after the
+    schedule's delay times a jitter drawn from the injected random source, within ±20 %."""
+    job = await finished_job(dep)
+    assert await deliver_webhook(hook(Receiver(reply), seed=11), job["job_id"], 0, 0) == "pending"
+    webhook = await webhook_of(dep, job["job_id"])
+    (attempt,) = webhook["attempts"]
+    assert (attempt["status"], attempt["error"]) == (status, error)
+    delay = await queued_delay(dep, job["job_id"], 0, 1)
+    expected = SCHEDULE[1] * random.Random(11).uniform(0.8, 1.2)
+    assert delay is not None and abs(delay - expected) <= 0.001, (delay, expected)
+    assert SCHEDULE[1] * 0.8 <= delay <= SCHEDULE[1] * 1.2
+
+
+async def test_three_failures_then_200_is_four_attempts_with_one_id(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """500, timeout, 503, 200: four POSTs of one body under one webhook-id, each retry on the schedule."""
+    job = await finished_job(dep)
+    receiver = Receiver(
+        httpx.Response(500), httpx.ReadTimeout("slow"), httpx.Response(503), httpx.Response(200)
+    )
+    ctx = hook(receiver, seed=3)
+    replay = random.Random(3)
+    for attempt in range(3):
+        assert await deliver_webhook(ctx, job["job_id"], 0, attempt) == "pending"
+        delay = await queued_delay(dep, job["job_id"], 0, attempt + 1)
+        expected = SCHEDULE[attempt + 1] * replay.uniform(0.8, 1.2)
+        assert delay is not None and abs(delay - expected) <= 0.001, (attempt, delay, expected)
+    assert await deliver_webhook(ctx, job["job_id"], 0, 3) == "delivered"
+    assert len({r.content for r in receiver.requests}) == 1
+    assert {receiver.headers(n)["webhook-id"] for n in range(4)} == {f"msg_{job['job_id']}"}
+    for n in range(4):
+        Webhook(TEST_SECRET).verify(receiver.requests[n].content, receiver.headers(n))
+    webhook = await webhook_of(dep, job["job_id"])
+    assert webhook["state"] == "delivered"
+    assert [(a["status"], a["error"]) for a in webhook["attempts"]] == [
+        (500, None),
+        (None, "timeout"),
+        (503, None),
+        (200, None),
+    ]
+    assert await queued_delay(dep, job["job_id"], 0, 4) is None
+
+
+async def test_schedule_exhausted_is_failed_with_every_attempt(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """A receiver that always answers 503 gets one attempt per schedule entry, then the state is failed."""
+    job = await finished_job(dep)
+    ctx = hook(Receiver(httpx.Response(503)))
+    states = [await deliver_webhook(ctx, job["job_id"], 0, attempt) for attempt in range(len(SCHEDULE))]
+    assert states == ["pending"] * (len(SCHEDULE) - 1) + ["failed"]
+    webhook = await webhook_of(dep, job["job_id"])
+    assert webhook["state"] == "failed"
+    assert [a["status"] for a in webhook["attempts"]] == [503] * len(SCHEDULE)
+    assert await queued_delay(dep, job["job_id"], 0, len(SCHEDULE)) is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_jitter_differs_by_seed_and_stays_within_20_percent(
+    dep: Deployment, hook: Callable[..., JobContext], seed: int
+) -> None:
+    """Each retry's delay is the scheduled one within ±20 %, and is the same for the same seed."""
+    job = await finished_job(dep)
+    ctx = hook(Receiver(httpx.Response(500)), seed=seed)
+    delays = []
+    for attempt in range(len(SCHEDULE) - 1):
+        await deliver_webhook(ctx, job["job_id"], 0, attempt)
+        delay = await queued_delay(dep, job["job_id"], 0, attempt + 1)
+        assert delay is not None
+        assert SCHEDULE[attempt + 1] * 0.8 - 0.001 <= delay <= SCHEDULE[attempt + 1] * 1.2 + 0.001
+        delays.append(delay)
+    replay = random.Random(seed)
+    assert delays == pytest.approx([SCHEDULE[n + 1] * replay.uniform(0.8, 1.2) for n in range(3)], abs=0.001)
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [("4000", 4000.0), ("0", None), ("soon", None)],  # None: the jittered schedule decides
+)
+async def test_retry_after_seconds_is_honoured(
+    dep: Deployment, hook: Callable[..., JobContext], retry_after: str, expected: float | None
+) -> None:
+    """A Retry-After longer than the scheduled delay sets the delay; a shorter or unreadable one does not."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(503, headers={"retry-after": retry_after}))
+    assert await deliver_webhook(hook(receiver, seed=5), job["job_id"], 0, 0) == "pending"
+    delay = await queued_delay(dep, job["job_id"], 0, 1)
+    jittered = SCHEDULE[1] * random.Random(5).uniform(0.8, 1.2)
+    assert delay == pytest.approx(jittered if expected is None else expected, abs=0.001)
+
+
+async def test_retry_after_date_counts_from_the_clock() -> None:
+    """An HTTP-date Retry-After is counted from ``send``'s clock; a date in the past means no wait."""
+    clock = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    signer = signer_for(TEST_SECRET)
+    assert signer is not None
+    for later, expected in ((timedelta(seconds=120), 120.0), (timedelta(seconds=-30), 0.0)):
+        date = format_datetime(clock + later, usegmt=True)
+        receiver = Receiver(httpx.Response(429, headers={"retry-after": date}))
+        async with webhook_client(False, 5, transport=httpx.MockTransport(receiver)) as http:
+            outcome = await send(http, URL, "msg_x", "{}", signer, now=lambda: clock)
+        assert outcome.retry_after == expected
+        assert (outcome.delivered, outcome.stop, outcome.attempt.status) == (False, False, 429)
+        assert receiver.headers(0)["webhook-timestamp"] == str(int(clock.timestamp()))
+        assert outcome.attempt.at == "2030-01-02T03:04:05.000Z"
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_redirect_is_not_followed(
+    dep: Deployment, hook: Callable[..., JobContext], status: int
+) -> None:
+    """A redirect counts as a failure (retried) and its Location is never requested."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(status, headers={"location": "http://elsewhere.test/steal"}))
+    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "pending"
+    assert [str(r.url) for r in receiver.requests] == [URL]
+    (attempt,) = (await webhook_of(dep, job["job_id"]))["attempts"]
+    assert (attempt["status"], attempt["error"]) == (status, "redirect not followed")
+    assert await queued_delay(dep, job["job_id"], 0, 1) is not None
+
+
+async def test_redelivery_is_a_new_round_with_the_same_id(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """After delivery, POST .../redeliver starts round 1: the same bytes and webhook-id, attempts appended;
+    a late attempt of the old round sends nothing."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(200))
+    ctx = hook(receiver)
+    assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
+    answer = await dep.client.post(f"/v1/jobs/{job['job_id']}/webhook/redeliver")
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["webhook"]["state"] == "pending"
+    assert await queued_delay(dep, job["job_id"], 1, 0) == 0.0
+    assert await deliver_webhook(ctx, job["job_id"], 0, 1) is None  # a stale round: nothing is sent
+    assert len(receiver.requests) == 1
+    assert await deliver_webhook(ctx, job["job_id"], 1, 0) == "delivered"
+    assert receiver.requests[0].content == receiver.requests[1].content
+    assert receiver.headers(0)["webhook-id"] == receiver.headers(1)["webhook-id"]
+    webhook = await webhook_of(dep, job["job_id"])
+    assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("delivered", [200, 200])
+
+
+async def test_an_attempt_run_again_after_delivery_sends_nothing(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """arq may run an attempt twice; once the webhook is delivered, a repeat sends and records nothing."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(200))
+    ctx = hook(receiver)
+    assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
+    assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
+    assert len(receiver.requests) == 1
+    assert len((await webhook_of(dep, job["job_id"]))["attempts"]) == 1
+
+
+async def test_without_a_secret_nothing_is_sent(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+    """A worker without WIKIQ_WEBHOOK_SECRET cannot sign: it sends nothing and the delivery stays pending."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(200))
+    ctx = hook(receiver)
+    ctx["signer"] = None
+    assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "pending"
+    assert receiver.requests == []
+    assert (await webhook_of(dep, job["job_id"]))["attempts"] == []
+
+
+async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+    """The POSTed body is {"type", "timestamp", "data"}: data is the job object, timestamp its finish time."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(200))
+    await deliver_webhook(hook(receiver), job["job_id"], 0, 0)
+    body = json.loads(receiver.requests[0].content)
+    assert set(body) == {"type", "timestamp", "data"}
+    assert body["timestamp"] == job["finished_at"]
+    assert body["data"]["job_id"] == job["job_id"] and body["data"]["status"] == "succeeded"
+    assert body["data"]["webhook"]["url"] == URL  # the receiver is the submitter's own: not redacted
