@@ -116,11 +116,21 @@ def _is_ui_page(path: str) -> bool:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route of the app answers at the request's path (for a ``405``'s ``Allow``)."""
+    """Every method some route of the app answers at the request's path (for a ``405``'s ``Allow``).
+
+    Included routers are walked too (FastAPI keeps them as one entry holding the ``original_router``).
+    """
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+
+    def walk(routes: list[BaseRoute]) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None)
+            if inner is not None:
+                walk(inner.routes)
+            elif route.matches(request.scope)[0] != Match.NONE:
+                methods.update(getattr(route, "methods", None) or ())
+
+    walk(request.app.router.routes)
     return sorted(methods)
 
 

@@ -68,24 +68,17 @@ async def test_unknown_route_is_404_error_object(dep: Deployment, url: str) -> N
     expect_error_shape(await dep.client.get(url), 404)
 
 
-ALLOW_V1 = pytest.mark.xfail(
-    strict=True,
-    reason="api/server/errors.py allowed_methods() finds no methods under FastAPI's _IncludedRouter: "
-    "every /v1 405 answers an empty Allow header",
-)
-
-
 @pytest.mark.parametrize(
     ("method", "url", "allowed"),
     [
         ("POST", "/healthz", {"GET"}),
         ("DELETE", "/readyz", {"GET"}),
-        pytest.param("PUT", "/v1/wikis", {"GET", "POST"}, marks=ALLOW_V1),
-        pytest.param("DELETE", "/v1/wikis", {"GET", "POST"}, marks=ALLOW_V1),
-        pytest.param("GET", "/v1/wikis/x/batches", {"POST"}, marks=ALLOW_V1),
-        pytest.param("POST", "/v1/jobs/x", {"GET", "DELETE"}, marks=ALLOW_V1),
-        pytest.param("PATCH", "/v1/wikis/x/pages/index.md", {"GET"}, marks=ALLOW_V1),
-        pytest.param("GET", "/v1/jobs/x/webhook/redeliver", {"POST"}, marks=ALLOW_V1),
+        ("PUT", "/v1/wikis", {"GET", "POST"}),
+        ("DELETE", "/v1/wikis", {"GET", "POST"}),
+        ("GET", "/v1/wikis/x/batches", {"POST"}),
+        ("POST", "/v1/jobs/x", {"GET", "DELETE"}),
+        ("PATCH", "/v1/wikis/x/pages/index.md", {"GET"}),
+        ("GET", "/v1/jobs/x/webhook/redeliver", {"POST"}),
     ],
 )
 async def test_wrong_method_is_405_with_allow(

@@ -140,6 +140,9 @@ class PartitionRunner:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), IDLE_RECHECK)
+        if self.worker.tasks:  # a job started by the last poll before the stop: let it end
+            with contextlib.suppress(Exception):
+                await self._run_jobs()
 
     async def stop(self, grace: float = 30.0) -> None:
         """Stop after the job in flight (waiting at most ``grace`` seconds for it)."""

@@ -99,8 +99,8 @@ class Submissions:
                 if bound_digest != digest:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different batch")
                 existing = await self.jobs.get(bound)
-                if existing is None:
-                    return Submitted(job_id=bound, status="queued", status_url=status_url(bound))
+                if existing is None:  # the first submission is still storing its record: it is queued
+                    return Job(job_id=bound, wiki=wiki, status="queued")
                 return existing.public(reveal=True)
         record = self._record(caller, wiki, job_id, batch, at.commit)
         try:
