@@ -75,10 +75,18 @@ def table(title: str, rows: Sequence[Row]) -> Table:
 
 
 def write_json(path: Path, rows: Sequence[Row]) -> None:
-    """Write every row as a flat ``{name: value}`` mapping (the file is rewritten, not merged)."""
+    """Write every row into the flat ``{name: value}`` mapping at ``path``: figures of this run replace
+    their earlier values, figures of sections not run (``--only``) are kept."""
     figures: dict[str, Value] = {}
+    seen: set[str] = set()
     for row in rows:
-        if row.name in figures:
+        if row.name in seen:
             raise ValueError(f"duplicate figure name {row.name!r}")
+        seen.add(row.name)
         figures[row.name] = row.value
-    path.write_text(json.dumps(figures, indent=2, sort_keys=False) + "\n")
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    merged = {**{k: v for k, v in kept.items() if k not in figures}, **figures}
+    path.write_text(json.dumps(merged, indent=2, sort_keys=False) + "\n")

@@ -71,7 +71,6 @@ def test_sigkill_at_each_publishing_step_applies_every_batch_exactly_once(
             time.sleep(rng.uniform(0.05, 0.3))  # watching processes; kills come at random moments
         finished = {job_id: service.wait(job_id, timeout=300) for job_id in jobs}
         assert kills >= 8
-        print("KILLS", kills)
         for wiki, repo in repos.items():
             log = git_text(repo, "log", "--format=%H %(trailers:key=Wikiq-Job,valueonly,separator=)", "main")
             trailers = Counter()

@@ -65,7 +65,9 @@ def read_ref(repo: Path, ref: str = MAIN) -> str | None:
     return None
 
 
-def swap_main(repo: Path, expected: str | None, new: str, pack: PendingPack | None = None) -> None:
+def swap_main(
+    repo: Path, expected: str | None, new: str, pack: PendingPack | None = None, durable: bool = True
+) -> None:
     """Move ``main`` of ``repo`` from ``expected`` to ``new``, publishing ``pack`` first (see the module).
 
     Raises ``RefMoved`` when ``main`` is not at ``expected`` and ``RefLocked`` when another writer holds the
@@ -86,10 +88,12 @@ def swap_main(repo: Path, expected: str | None, new: str, pack: PendingPack | No
         fd = -1
         if pack is not None:
             pack.publish()
-        sync_filesystem(repo)  # new objects and the lock's content, in one flush
+        if durable:
+            sync_filesystem(repo)  # new objects and the lock's content, in one flush
         os.rename(lock, ref)
         held = False
-        fsync_dir(ref.parent)
+        if durable:
+            fsync_dir(ref.parent)
     finally:
         if fd >= 0:
             os.close(fd)
@@ -141,3 +145,13 @@ def break_stale_locks(repo: Path) -> int:
     if packed.exists():
         found.append(packed)
     return sum(1 for lock in found if _break_stale_lock(lock))
+
+
+def write_ref(repo: Path, ref: str, value: str) -> None:
+    """Set ``ref`` of ``repo`` to ``value`` (a new file renamed over the old one; not made durable): for
+    private refs that only record what this cache last saw, such as a remote branch's last known head."""
+    path = repo / ref
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(value + "\n")
+    os.replace(tmp, path)

@@ -322,10 +322,12 @@ class WikiRepo:
             self.maintenance.committed()
             return commit
 
-    def move_main(self, expected: str | None, new: str) -> None:
-        """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved."""
+    def move_main(self, expected: str | None, new: str, durable: bool = True) -> None:
+        """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved.
+
+        ``durable=False`` skips the flush (a remote-backed wiki's cache: its branch lives in the remote)."""
         with self.lock:
-            swap_main(self.path, expected, new)
+            swap_main(self.path, expected, new, durable=durable)
 
     def _build_commit(
         self,

@@ -36,8 +36,17 @@ from worker.engine.paths import ZonePolicy
 from worker.errors import BatchRejected, RefMoved, WikiqError
 from worker.git import Identity, WikiRepo
 from worker.git.policy import policy_for
-from worker.git.refs import break_stale_locks
-from worker.git.remote import Accepted, Moved, Remote, RemoteRejected, RemoteUnavailable, fetch, push_cas
+from worker.git.refs import break_stale_locks, read_ref
+from worker.git.remote import (
+    Accepted,
+    Moved,
+    Remote,
+    RemoteRejected,
+    RemoteUnavailable,
+    fetch,
+    push_cas,
+    tracking_ref,
+)
 from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
@@ -104,14 +113,14 @@ def _view(repo: WikiRepo, commit: str | None) -> Snapshot:
     return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
 
 
-def follow(repo: WikiRepo, tip: str | None) -> None:
+def follow(repo: WikiRepo, tip: str | None, durable: bool = True) -> None:
     """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record)."""
     for _ in range(3):
         local = repo.head()
         if tip is None or local == tip:
             return
         try:
-            repo.move_main(local, tip)
+            repo.move_main(local, tip, durable=durable)
             return
         except RefMoved:
             continue  # moved under us (a stale writer of this cache): read it again
@@ -143,15 +152,23 @@ def _decide(
 
 
 def publish_round(
-    repo: WikiRepo, remote: Remote, members: Sequence[Member], policy: ZonePolicy, limits: Limits
+    repo: WikiRepo,
+    remote: Remote,
+    members: Sequence[Member],
+    policy: ZonePolicy,
+    limits: Limits,
+    fetch_first: bool = True,
 ) -> Published:
     """One round (see the module): fetch, find earlier runs, check and commit in order, push once.
 
-    Raises ``_Moved`` or ``_Refused`` when the push is not accepted, ``RemoteUnavailable`` when the remote
-    cannot be used; nothing is reported from such a round.
+    Without ``fetch_first`` the round builds on the branch head this cache last saw (our last accepted
+    push, or the last fetch) and lets the push's compare-and-swap tell whether someone pushed meanwhile:
+    one git command less per round. Raises ``_Moved`` or ``_Refused`` when the push is not accepted,
+    ``RemoteUnavailable`` when the remote cannot be used; nothing is reported from such a round.
     """
     break_stale_locks(repo.path)  # a writer killed during a fetch or push leaves git's ref locks behind
-    tip = fetch(repo.path, remote)
+    known = None if fetch_first else read_ref(repo.path, tracking_ref(remote))
+    tip = known if known is not None else fetch(repo.path, remote)
     follow(repo, tip)
     head = tip
     outcomes: list[Outcome] = []
@@ -167,17 +184,19 @@ def publish_round(
             commits.append((plan, len(record.batch.edits)))
         outcomes.append(outcome)
     if not commits:
+        if known is not None:  # nothing pushed confirmed the head we built on: decide on the real one
+            return publish_round(repo, remote, members, policy, limits, fetch_first=True)
         return Published(outcomes, tip, pushed=False)
     assert head is not None
     faults.point("publish.after_commit")
     faults.soon("publish.during_push")
-    pushed = push_cas(repo.path, remote, head, tip)
+    pushed = push_cas(repo.path, remote, head, tip, built_on_expected=True)
     if isinstance(pushed, Moved):
         raise _Moved(pushed.reason)
     if not isinstance(pushed, Accepted):
         raise _Refused(pushed.reason)
     faults.point("publish.after_push")
-    follow(repo, head)
+    follow(repo, head, durable=False)  # the remote holds it: the cache's main may be rebuilt from there
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
@@ -186,14 +205,16 @@ async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobR
     if limit <= 0:
         return []
     redis = deps.jobs.redis
-    ids = await redis.zrange(queue_name(first.partition), 0, limit * 8)
+    ids = [
+        raw.decode() if isinstance(raw, bytes) else str(raw)
+        for raw in await redis.zrange(queue_name(first.partition), 0, limit * 8)
+    ]
+    ids = [job_id for job_id in ids if job_id != first.job_id]
+    raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
+    candidates = [JobRecord.model_validate_json(raw) for raw in raws if raw is not None]
     claimed: list[JobRecord] = []
-    for raw in ids:
-        job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-        if job_id == first.job_id:
-            continue
-        record = await deps.jobs.get(job_id)
-        if record is None or record.wiki != first.wiki or record.status != "queued":
+    for record in candidates:
+        if record.wiki != first.wiki or record.status != "queued":
             continue
 
         def start(r: JobRecord) -> JobRecord | None:
@@ -202,7 +223,7 @@ async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobR
             r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
             return r
 
-        after = await deps.jobs.update(job_id, start)
+        after = await deps.jobs.update(record.job_id, start)
         if after is not None and after.status == "running" and after.runs == record.runs + 1:
             claimed.append(after)
             telemetry.job_started(after)
@@ -247,12 +268,16 @@ class Publisher:
         waited_since: float | None = None
         moved = refused = 0
         backoff = 0.5
+        fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
         while True:
             try:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)
-                done = await asyncio.to_thread(publish_round, repo, remote, members, policy, settings.limits)
+                done = await asyncio.to_thread(
+                    publish_round, repo, remote, members, policy, settings.limits, fetch_first
+                )
             except RemoteUnavailable as exc:
+                fetch_first = True
                 for member in members:
                     member.maybe_ran = True  # a push whose answer was lost may have landed
                 now = time.monotonic()
@@ -262,6 +287,7 @@ class Publisher:
                 log.warning("remote %s unavailable (%s); waiting %.1f s", remote.name, exc.message, backoff)
             except _Moved:
                 telemetry.cas_retry("remote_moved")
+                fetch_first = True
                 moved += 1
                 if moved >= settings.remote_push_attempts:
                     error = RemoteRejected(

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from worker.errors import WikiqError
+from worker.git.refs import write_ref
 from worker.git.remote.config import Remote
 from worker.git.remote.errors import RemoteUnavailable
 from worker.git.remote.gitcommand import prepare, run, run_local, unavailable
@@ -80,7 +81,13 @@ def fetch(cache: Path, remote: Remote, *, timeout: float = FETCH_TIMEOUT) -> str
 
 
 def push_cas(
-    cache: Path, remote: Remote, commit: str, expected: str | None, *, timeout: float = PUSH_TIMEOUT
+    cache: Path,
+    remote: Remote,
+    commit: str,
+    expected: str | None,
+    *,
+    timeout: float = PUSH_TIMEOUT,
+    built_on_expected: bool = False,
 ) -> PushResult:
     """Move the remote branch from ``expected`` (None: absent) to ``commit``, or learn why not.
 
@@ -93,7 +100,8 @@ def push_cas(
     _check_object_id(commit, "commit")
     if expected is not None:
         _check_object_id(expected, "expected")
-        _check_descends(cache, commit, expected)
+        if not built_on_expected:  # the caller may vouch for it: it wrote ``commit`` on ``expected``
+            _check_descends(cache, commit, expected)
     started = time.monotonic()
     args = [
         "push",
@@ -112,7 +120,7 @@ def push_cas(
     if isinstance(result, Rejected):
         result = Rejected(_rejection(result.reason, finished.stderr, remote, command.secrets))
     elif isinstance(result, Accepted):
-        _local(cache, ["update-ref", tracking_ref(remote), commit])
+        write_ref(cache, tracking_ref(remote), commit)
     log.debug(
         "remote %s: push %s %s..%s -> %s in %.0f ms",
         remote.name,
