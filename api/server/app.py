@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from api.server import errors, mcp
+from api.server import errors, mcp, openapi
 from api.server import metrics as metrics_route
 from api.server.auth import Authenticator
 from api.server.deps import AppState, Svc
@@ -97,4 +97,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(login.router)
     app.include_router(pages.router)
     mcp.mount(app, settings)
+    openapi.install(app, settings, remotes)
     return app

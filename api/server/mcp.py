@@ -4,6 +4,8 @@ Tool calls go straight to the service in process, acting as the principal of the
 no URL is ever derived from request headers and nothing loops back over the network. The token is checked
 here, before any tool list or call (``401`` with the contract's error object for a missing or unknown one),
 and each principal may have at most ``WIKIQ_MCP_MAX_CONCURRENT`` MCP requests in flight (``429`` beyond).
+Only POST is served: the server is stateless and answers JSON, so there is no stream for a GET to open
+(``405`` with ``Allow: POST``, as the Streamable HTTP transport allows).
 """
 
 from __future__ import annotations
@@ -95,6 +97,15 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive)
+        if request.method != "POST":  # stateless, JSON answers: no server-to-client stream to open
+            message = f"/mcp answers POST (JSON-RPC requests), not {request.method}"
+            await _refusal(405, "NOT_FOUND", message, Allow="POST")(scope, receive, send)
+            return
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            problem = {"code": -32700, "message": "send a JSON-RPC request with Content-Type: application/json"}
+            body = {"jsonrpc": "2.0", "id": None, "error": problem}
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
         try:
             caller = await principal(request)
         except WikiqError as exc:

@@ -86,7 +86,10 @@ async def list_pages(
     caller: Caller,
     prefix: Annotated[str, Query(max_length=4096, description="only paths starting with this")] = "",
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    cursor: Annotated[str | None, Query(max_length=8192, description="next_cursor of the last page")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=8192, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"),
+    ] = None,
 ) -> PageList:
     """Files at the head, sorted by path, ``limit`` at a time; pass ``next_cursor`` back for more."""
     return await svc.reads.list_pages(caller, wiki, prefix, limit, cursor)
