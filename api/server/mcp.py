@@ -102,7 +102,7 @@ class _Guard:
             await _refusal(405, "NOT_FOUND", message, Allow="POST")(scope, receive, send)
             return
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-            problem = {"code": -32700, "message": "send a JSON-RPC request with Content-Type: application/json"}
+            problem = {"code": -32700, "message": "send JSON-RPC with Content-Type: application/json"}
             body = {"jsonrpc": "2.0", "id": None, "error": problem}
             await JSONResponse(body, status_code=400)(scope, receive, send)
             return
