@@ -47,6 +47,8 @@ from worker.git.objects import object_id as raw_object_id
 from worker.git.refs import read_ref, swap_main, sync_filesystem
 from worker.git.snapshot import FILE_MODE, CommitTrees, Snapshot, TreeCache
 
+GITLINK_MODE = 0o160000  # a submodule's entry: not a file of the wiki
+
 
 @dataclass(frozen=True)
 class FileEntry:
@@ -157,20 +159,48 @@ class WikiRepo:
         commit = commit if commit is not None else self.head()
         return Snapshot(self, commit, None if commit is None else self.tree_of(commit))
 
-    def list_files(self, commit: str, prefix: str = "") -> list[FileEntry]:
-        """Every file at ``commit`` under ``prefix``, sorted by path, with version and size."""
-        args = ["git", "--git-dir", str(self.path), "ls-tree", "-r", "-l", "-z", "--full-tree", commit]
-        out = subprocess.run(args, check=True, capture_output=True).stdout
-        files = []
-        for record in out.split(b"\x00"):
-            if not record:
+    def list_files(
+        self, commit: str, prefix: str = "", after: str = "", limit: int | None = None
+    ) -> list[FileEntry]:
+        """Files at ``commit`` whose path starts with ``prefix`` and sorts after ``after``, sorted by path,
+        at most ``limit`` of them, with version and size.
+
+        Walks only what it returns: the folders on the way to ``prefix``, then the subtrees in order,
+        skipping every one whose paths all sort before ``after``; sizes come from the pack entries'
+        headers. A recursive walk in git's tree order is the sorted order of the full paths.
+        """
+        folder, _, stem = prefix.rpartition("/")
+        tree_id = self.tree_of(commit)
+        for name in folder.split("/") if folder else ():
+            entry = self.tree(tree_id).find(name)
+            if entry is None or entry[0] != TREE_MODE:
+                return []
+            tree_id = entry[1]
+        out: list[FileEntry] = []
+        base = folder + "/" if folder else ""
+        self._walk_files(tree_id, base, stem, after, limit, out)
+        return out
+
+    def _walk_files(
+        self, tree_id: str, base: str, stem: str, after: str, limit: int | None, out: list[FileEntry]
+    ) -> bool:
+        """Add the files under ``tree_id`` (paths ``base`` + name, names starting with ``stem``) to
+        ``out``; False once ``limit`` is reached."""
+        for name, (mode, oid) in self.tree(tree_id).items():
+            if stem and not name.startswith(stem):
                 continue
-            meta, path_bytes = record.split(b"\t", 1)
-            _mode, kind, oid, size = meta.split()
-            path = path_bytes.decode("utf-8", "surrogateescape")
-            if kind == b"blob" and path.startswith(prefix):
-                files.append(FileEntry(path, oid.decode(), int(size)))
-        return files
+            path = base + name
+            if mode == TREE_MODE:
+                folder = path + "/"
+                if after >= folder and not after.startswith(folder):
+                    continue  # every path in it sorts before the cursor
+                if not self._walk_files(oid, folder, "", after, limit, out):
+                    return False
+            elif mode != GITLINK_MODE and path > after:
+                if limit is not None and len(out) >= limit:
+                    return False
+                out.append(FileEntry(path, oid, self.blob_size(oid)))
+        return True
 
     def search(self, commit: str, query: str, limit: int) -> list[tuple[str, int, str]]:
         """Up to ``limit`` ``(path, line, text)`` holding ``query`` (literal, any case) at ``commit``."""

@@ -135,8 +135,7 @@ class Reads:
         after = decode_cursor(cursor)
 
         def collect() -> PageList:
-            files = [] if head is None else repo.list_files(head, prefix)
-            files = [f for f in files if f.path > after] if after else files
+            files = [] if head is None else repo.list_files(head, prefix, after, limit + 1)
             page = files[:limit]
             more = len(files) > limit
             return PageList(
