@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from worker.git.grep import files_mentioning
 from worker.git.objects import TREE_MODE, Tree
 
 if TYPE_CHECKING:
@@ -144,6 +145,31 @@ class Snapshot:
         entry = self._entry(folder)
         if entry is not None and entry[0] == TREE_MODE:
             yield from self._walk(entry[1], folder + "/")
+
+    def paths(self) -> Iterator[str]:
+        """Every file path of the tree (regular files, as ``version`` sees them)."""
+        if self.tree is not None:
+            yield from self._walk_files(self.tree, "")
+
+    def _walk_files(self, tree: str, prefix: str) -> Iterator[str]:
+        for name, (mode, oid) in self.repo.tree(tree).items():
+            if mode == TREE_MODE:
+                yield from self._walk_files(oid, f"{prefix}{name}/")
+            elif mode in (FILE_MODE, EXEC_MODE):
+                yield prefix + name
+
+    def mentioning(self, needles: Sequence[str]) -> list[str] | None:
+        """Paths of the files whose bytes contain one of ``needles``, ASCII case ignored (``git grep``);
+        None when a needle has nothing to search for on one line."""
+        if self.tree is None:
+            return []
+        lines = []
+        for needle in needles:
+            longest = max(needle.replace("\r", "\n").split("\n"), key=len)
+            if not longest:
+                return None
+            lines.append(longest)
+        return files_mentioning(self.repo.path, self.tree, lines)
 
     def _walk(self, tree: str, prefix: str) -> Iterator[str]:
         for name, (mode, oid) in self.repo.tree(tree).items():

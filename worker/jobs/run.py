@@ -21,7 +21,7 @@ from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.engine import Plan, preflight
+from worker.engine import Plan, Review, preflight, review
 from worker.engine.paths import ZonePolicy
 from worker.errors import RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
@@ -30,7 +30,7 @@ from worker.jobs import events as telemetry
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.queue import schedule_first
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
-from worker.schema.answers import Applied, ErrorInfo, JobResult
+from worker.schema.answers import Applied, BatchWarning, ErrorInfo, FileDiff, JobResult
 from worker.schema.edits import Limits
 
 log = logging.getLogger("wikiq.worker")
@@ -38,10 +38,14 @@ MAX_SWAPS = 50
 RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
 
 
-def _result(commit: str | None, plan: Plan) -> JobResult:
-    return JobResult(
+def _result(commit: str | None, plan: Plan, seen: Review | None = None) -> JobResult:
+    result = JobResult(
         commit=commit, applied=[Applied.model_validate(entry.to_dict()) for entry in plan.applied]
     )
+    if seen is not None:  # a dry run: the diff and warnings too
+        result.diff = [FileDiff.model_validate(entry.to_dict()) for entry in seen.diff]
+        result.warnings = [BatchWarning.model_validate(entry.to_dict()) for entry in seen.warnings]
+    return result
 
 
 def run_batch(
@@ -66,9 +70,10 @@ def run_batch(
                 before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
                 return _result(mine, preflight(before, batch.edits, policy, limits))
         head = repo.head()
-        plan = preflight(repo.snapshot(head), batch.edits, policy, limits)
+        snapshot = repo.snapshot(head)
+        plan = preflight(snapshot, batch.edits, policy, limits)
         if batch.dry_run:
-            return _result(None, plan)
+            return _result(None, plan, review(snapshot, plan, policy))
         try:
             commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
         except RefLocked:

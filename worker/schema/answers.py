@@ -53,8 +53,24 @@ class PageList(Answer):
     next_cursor: str | None = None
 
 
+class SectionInfo(Answer):
+    """One section of a page's heading tree: its heading's level and text, the path of ancestor headings
+    (``"Parent > Child"``), an ``address`` that finds exactly this section in a section op's ``heading``,
+    its lines (1-based, ``end_line`` inclusive) and its ``version`` (the blob id of the section's text,
+    a section op's ``expected_section_version``)."""
+
+    level: int
+    heading: str
+    path: str
+    address: str
+    line: int
+    end_line: int
+    version: str
+
+
 class Page(Answer):
-    """A file's content at the head, with its version and the commit it was read at."""
+    """A file's content at the head, with its version and the commit it was read at; ``sections`` (the
+    heading tree) when asked for, and only for UTF-8 text."""
 
     path: str
     version: str
@@ -62,6 +78,9 @@ class Page(Answer):
     encoding: Literal["utf-8", "base64"] = "utf-8"
     size: int
     commit: str | None = None
+    sections: list[SectionInfo] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the heading tree, when sections=true"
+    )
 
     def data(self) -> bytes:
         """The file's exact bytes."""
@@ -69,11 +88,49 @@ class Page(Answer):
 
 
 class Match(Answer):
-    """A search hit: path, 1-based line number and the line's text."""
+    """A search hit: path, 1-based line number, the line's text and the page's version."""
 
     path: str
     line: int
     text: str
+    version: str | None = Field(None, description="the matching page's version (its expected_version)")
+
+
+class PageError(Answer):
+    """A path of a many-pages read that has no answer: the error code and message it would have had."""
+
+    path: str
+    code: str
+    message: str
+
+
+class PageSet(Answer):
+    """``POST /v1/wikis/{wiki}/pages:read``: the pages found, in the order asked, and an error per path
+    that could not be read (missing, invalid, over the size budget)."""
+
+    commit: str | None = None
+    pages: list[Page]
+    errors: list[PageError] = Field(default_factory=list)
+
+
+class Backlink(Answer):
+    """A link to a page: the linking page, the link's 1-based line, its source text, the page's version."""
+
+    path: str
+    line: int
+    text: str
+    version: str
+
+
+class BacklinkList(Answer):
+    """``GET /v1/wikis/{wiki}/backlinks?path=``: every link (outside code) that resolves to ``path``, by
+    linking page then line; ``truncated`` when cut at ``limit``."""
+
+    path: str
+    version: str
+    commit: str | None = None
+    backlinks: list[Backlink]
+    truncated: bool = False
 
 
 class Author(Answer):
@@ -94,20 +151,56 @@ class CommitInfo(Answer):
 
 
 class Applied(Answer):
-    """One applied edit: its index, op, path (and ``new_path`` on a rename), the version after it."""
+    """One applied change: the edit's index, the op, the path (and ``new_path`` on a rename), the path's
+    version after it, and ``count`` (links rewritten, occurrences replaced) on rewrite_links and
+    replace_across entries. A folder rename has one entry per moved file, a rename with rewrite_links one
+    more per rewritten page, a replace_across one per changed page."""
 
     index: int
     op: str
     path: str
-    new_path: str | None = Field(None, exclude_if=lambda v: v is None, description="renames only")
+    new_path: str | None = Field(default=None, exclude_if=lambda v: v is None, description="renames only")
     version: str | None = Field(description="the path's version after the edit; null once deleted")
+    count: int | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="rewrite_links and replace_across only"
+    )
+
+
+class FileDiff(Answer):
+    """A dry run's unified diff of one changed file (``old_path`` when it moved; ``truncated`` when the
+    answer's diff budget cut it)."""
+
+    path: str
+    old_path: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    diff: str
+    truncated: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class BatchWarning(Answer):
+    """What a dry run noticed without refusing: ``code`` (LINK_BROKEN: a link the batch leaves
+    resolving to nothing; NOT_IN_INDEX: a created page index.md does not link to; NOT_REWRITTEN: links or
+    matches in a page no op may change, e.g. raw/), the page, and the line and link text when one link is
+    meant."""
+
+    code: str
+    path: str
+    line: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    link: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    message: str
 
 
 class JobResult(Answer):
-    """A succeeded job's result: the commit (None for a dry run) and one entry per edit."""
+    """A succeeded job's result: the commit (None for a dry run) and the applied changes; a dry run also
+    answers ``diff`` (every changed file) and ``warnings``."""
 
     commit: str | None = None
     applied: list[Applied]
+    diff: list[FileDiff] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    )
+    warnings: list[BatchWarning] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    )
 
 
 class Attempt(Answer):
@@ -158,9 +251,11 @@ class WikiList(Answer):
 
 
 class MatchList(Answer):
-    """``GET /v1/wikis/{wiki}/search``: matching lines at the head."""
+    """``GET /v1/wikis/{wiki}/search``: matching lines at the head, by path then line; pass
+    ``next_cursor`` back for more."""
 
     matches: list[Match]
+    next_cursor: str | None = None
 
 
 class CommitList(Answer):

@@ -1,0 +1,38 @@
+"""``git grep`` over one tree, without a working tree: which files mention a text.
+
+Used where the engine and the reads need a cheap superset of the pages to look at
+(``HeadView.mentioning``: a rename's rewrite_links, a dry run's broken links, backlinks) and by literal
+search. git reads the blobs in C with its delta cache; on a 10 000-page wiki a pass over every page takes
+~30 ms where reading them in Python takes ~0.9 s.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def files_mentioning(
+    git_dir: Path, tree: str, needles: Sequence[str], *, ignore_case: bool = True
+) -> list[str]:
+    """Paths of the files of ``tree`` whose bytes contain one of ``needles`` (literal; ASCII case ignored
+    unless ``ignore_case`` is false), in path order. A needle may not hold a line break."""
+    if not needles:
+        return []
+    args = ["git", "--git-dir", str(git_dir), "grep", "-l", "-z", "-F", "--no-color"]
+    if ignore_case:
+        args.append("-i")
+    for needle in needles:
+        if "\n" in needle or "\r" in needle:
+            raise ValueError("a grep needle is one line")
+        args += ["-e", needle]
+    done = subprocess.run([*args, tree, "--"], capture_output=True, check=False)
+    if done.returncode not in (0, 1):  # 1: nothing found
+        raise RuntimeError(f"git grep failed: {done.stderr.decode('utf-8', 'replace').strip()[:200]}")
+    prefix = tree.encode() + b":"
+    return [
+        item.removeprefix(prefix).decode("utf-8", "surrogateescape")
+        for item in done.stdout.split(b"\x00")
+        if item
+    ]
