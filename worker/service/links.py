@@ -1,0 +1,107 @@
+"""Backlinks of a page: every link to it in the wiki at the head (``engine.backlinks``), cached by content.
+
+Two caches per process, both keyed by git ids, so they never go stale: the file index of a tree (by tree
+id; a wiki's head changes at each commit, so a few are kept) and the parsed links of a page (by blob id,
+shared by every commit that holds the same bytes; bounded by the number of links kept). The pages to
+parse are found with ``git grep`` for the page's name (``HeadView.mentioning``), so a backlinks read costs
+one grep of the tree plus the parsing of the pages that mention the name, the first time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from worker.engine.backlinks import find_backlinks, page_links
+from worker.engine.markdown import FileIndex, Link
+from worker.errors import BatchRejected
+from worker.git import WikiRepo
+from worker.git.snapshot import Snapshot
+from worker.schema.answers import Backlink, BacklinkList
+from worker.service.caller import Principal
+from worker.service.reads import Reads, in_thread
+
+INDEXES = 8  # file indexes kept (one per tree id)
+LINKS = 400_000  # parsed links kept, all pages together
+
+
+class _Lru:
+    """A least-recently-used mapping bounded by the total ``weight`` of its values."""
+
+    def __init__(self, capacity: int, weight: Callable[[object], int]) -> None:
+        self.capacity = capacity
+        self.weight = weight
+        self.items: OrderedDict[str, object] = OrderedDict()
+        self.held = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> object | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+            return found
+
+    def put(self, key: str, value: object) -> None:
+        with self.lock:
+            old = self.items.pop(key, None)
+            if old is not None:
+                self.held -= self.weight(old)
+            self.items[key] = value
+            self.held += self.weight(value)
+            while self.held > self.capacity and len(self.items) > 1:
+                _, dropped = self.items.popitem(last=False)
+                self.held -= self.weight(dropped)
+
+
+class LinkReads:
+    """The backlinks read, with its caches (one per service)."""
+
+    def __init__(self, reads: Reads) -> None:
+        self.reads = reads
+        self.indexes = _Lru(INDEXES, lambda _: 1)
+        self.links = _Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
+
+    async def backlinks(self, caller: Principal, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
+        """Every link (outside code) at the head that resolves to ``path``, by linking page then line; at
+        most ``limit`` (``truncated`` when there were more)."""
+        repo = await self.reads.repo(caller, wiki)
+        return await in_thread(lambda: self.collect(repo, path, limit))
+
+    def collect(self, repo: WikiRepo, path: str, limit: int) -> BacklinkList:
+        """The backlinks answer for ``path`` at the head of ``repo`` (blocking)."""
+        snapshot = repo.snapshot()
+        version = snapshot.version(path)
+        if version is None:
+            raise BatchRejected("NOT_FOUND", f"no file {path[:200]!r} at the head; find it with list_pages")
+        found = find_backlinks(
+            snapshot, path, self.file_index(snapshot), lambda page, v: self.page_links(snapshot, page, v)
+        )
+        return BacklinkList(
+            path=path,
+            version=version,
+            commit=snapshot.commit,
+            backlinks=[
+                Backlink(path=f.path, line=f.line, text=f.text, version=f.version) for f in found[:limit]
+            ],
+            truncated=len(found) > limit,
+        )
+
+    def file_index(self, snapshot: Snapshot) -> FileIndex:
+        """The file index of the snapshot's tree (cached by tree id)."""
+        key = snapshot.tree or ""
+        index = self.indexes.get(key)
+        if not isinstance(index, FileIndex):
+            index = FileIndex(snapshot.paths())
+            self.indexes.put(key, index)
+        return index
+
+    def page_links(self, snapshot: Snapshot, page: str, version: str) -> list[Link]:
+        """The links of a page (cached by its version)."""
+        found = self.links.get(version)
+        if isinstance(found, list):
+            return found
+        links = page_links(snapshot, page)
+        self.links.put(version, links)
+        return links
