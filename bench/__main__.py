@@ -14,13 +14,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine, queue, search
+from bench import engine, queue, refactor, search
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
     Section("queue", "Queue: HTTP submit → commit latency and sustained throughput", queue.section),
     Section("search", "Search of the head (git grep)", search.section),
+    Section("refactor", "Refactors: rename with rewrite_links, backlinks (10 000 pages)", refactor.section),
 ]
 WIDTH = 150
 LATEST = Path(__file__).resolve().parent / "latest.json"

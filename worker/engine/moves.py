@@ -28,6 +28,8 @@ from worker.engine.state import Applied, BatchState, NewFile, blob_id
 from worker.errors import BatchRejected
 from worker.schema.edits import Rename
 
+PREFETCH = 512  # head pages read in one go
+
 
 def rename(work: BatchState, index: int, edit: Rename) -> None:
     """Apply a rename edit: move the file or folder, then rewrite links when asked."""
@@ -78,41 +80,58 @@ def _moves(work: BatchState, index: int, edit: Rename) -> dict[str, str]:
 
 def rewrite_after(work: BatchState, index: int, moves: dict[str, str]) -> None:
     """Rewrite, in every page as the batch left it, the links that ``moves`` (just applied) affect."""
-    after_files = work.files()
-    before_files = (after_files - set(moves.values())) | set(moves)
-    before, after = FileIndex(before_files), FileIndex(after_files)
+    after = work.index()
+    before = after.changed(removed=moves.values(), added=moves.keys())
     inverse = {new: old for old, new in moves.items()}
-    budget = work.limits.max_file_bytes
-    for page in sorted(_candidates(work, moves)):
-        file = work.current(page)
-        if file is None or not is_page(page):
-            continue
-        try:
-            text = work.content(file).decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        old_place = inverse.get(page, page)
-        if not may_rewrite(old_place, text, moves):
-            continue
-        try:
-            new_text, count = rewrite_links(old_place, text, moves, before, after, max_size=budget)
-        except TooLarge as exc:  # at least exc.size characters, so at least as many bytes
-            work.check_file_size(index, page, exc.size)
-            raise AssertionError("unreachable: over max_file_bytes") from exc
-        if not count:
-            continue
-        if not work.zone_allows("rewrite_links", page):
-            work.warn(
-                "NOT_REWRITTEN",
-                page,
-                f"{count} link(s) in {page!r} point to moved files, but this zone allows no in-place "
-                "change (raw/ is create-only): they are left as they are and will not resolve",
-            )
-            continue
-        data = new_text.encode("utf-8")
-        version = blob_id(data)
-        work.put(index, page, NewFile(version, data))
-        work.applied.append(Applied(index, "rewrite_links", page, version, count=count))
+    pages = sorted(page for page in _candidates(work, moves) if is_page(page))
+    for start in range(0, len(pages), PREFETCH):
+        chunk = pages[start : start + PREFETCH]
+        work.prefetch(chunk)
+        for page in chunk:
+            _rewrite_page(work, index, page, inverse.get(page, page), moves, before, after)
+        work.forget()
+
+
+def _rewrite_page(
+    work: BatchState,
+    index: int,
+    page: str,
+    old_place: str,
+    moves: dict[str, str],
+    before: FileIndex,
+    after: FileIndex,
+) -> None:
+    """Rewrite the links of one page (at ``page`` now, at ``old_place`` before the moves)."""
+    file = work.current(page)
+    if file is None:
+        return
+    try:
+        text = work.content(file).decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    if not may_rewrite(old_place, text, moves):
+        return
+    try:
+        new_text, count = rewrite_links(
+            old_place, text, moves, before, after, max_size=work.limits.max_file_bytes
+        )
+    except TooLarge as exc:  # at least exc.size characters, so at least as many bytes
+        work.check_file_size(index, page, exc.size)
+        raise AssertionError("unreachable: over max_file_bytes") from exc
+    if not count:
+        return
+    if not work.zone_allows("rewrite_links", page):
+        work.warn(
+            "NOT_REWRITTEN",
+            page,
+            f"{count} link(s) in {page!r} point to moved files, but this zone allows no in-place "
+            "change (raw/ is create-only): they are left as they are and will not resolve",
+        )
+        return
+    data = new_text.encode("utf-8")
+    version = blob_id(data)
+    work.put(index, page, NewFile(version, data))
+    work.applied.append(Applied(index, "rewrite_links", page, version, count=count))
 
 
 def _candidates(work: BatchState, moves: dict[str, str]) -> set[str]:
@@ -122,6 +141,6 @@ def _candidates(work: BatchState, moves: dict[str, str]) -> set[str]:
     found |= {path for path, file in work.state.items() if file is not None}
     needles = link_needles([*moves, *moves.values()])
     mentioned = work.head.mentioning(needles) if needles is not None else None
-    heads = work.head.paths() if mentioned is None else mentioned
+    heads = work.head.file_index().files if mentioned is None else mentioned
     found |= {path for path in heads if path not in work.state}
     return found

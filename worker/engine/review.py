@@ -74,7 +74,7 @@ class _Result:
     def __init__(self, head: HeadView, plan: Plan) -> None:
         self.head = head
         self.plan = plan
-        self.before = set(head.paths())
+        self.before = set(head.file_index().files)
         self.after = set(self.before)
         for path, file in plan.changes.items():
             if file is None:
@@ -180,7 +180,8 @@ def _broken(result: _Result) -> list[BatchWarning]:
         pages |= set(result.before if mentioned is None else mentioned) & result.after
     if not pages:
         return []
-    before_index, after_index = FileIndex(result.before), FileIndex(result.after)
+    before_index = result.head.file_index()
+    after_index = before_index.changed(removed, added)
     warnings = []
     for page in sorted(pages):
         text = _text(result.new(page)) if is_page(page) else None

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from worker.engine.markdown import FileIndex
 from worker.engine.paths import OpName, ZonePolicy
 from worker.errors import BatchRejected
 from worker.schema.edits import Limits
@@ -67,6 +68,12 @@ class HeadView(Protocol):
 
     def paths(self) -> Iterable[str]:
         """Every file path of the tree."""
+
+    def file_index(self) -> FileIndex:
+        """The ``FileIndex`` of every file of the tree (a view may cache it: it is rebuilt often)."""
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of each file at ``paths`` (which exist), in one go where that is cheaper."""
 
     def mentioning(self, needles: Sequence[str]) -> Iterable[str] | None:
         """Paths of the files whose bytes contain at least one of ``needles``, ASCII case ignored (more
@@ -166,6 +173,12 @@ class DictHead:
     def paths(self) -> Iterable[str]:
         return list(self.files)
 
+    def file_index(self) -> FileIndex:
+        return FileIndex(self.files)
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, bytes]:
+        return {path: self.files[path] for path in paths}
+
     def mentioning(self, needles: Sequence[str]) -> Iterable[str]:
         wanted = [needle.encode("utf-8", "surrogatepass").lower() for needle in needles]
         return [p for p, data in self.files.items() if any(n in data.lower() for n in wanted)]
@@ -194,6 +207,7 @@ class BatchState:
         self.warnings: list[BatchWarning] = []
         self.pattern_seconds = 0.0  # CPU spent in RE2 patterns so far (limits.max_pattern_seconds)
         self._files: set[str] | None = None
+        self._read: dict[str, bytes] = {}  # head files read ahead (prefetch)
 
     # -- reading the current state --------------------------------------------------------------------
 
@@ -216,7 +230,8 @@ class BatchState:
         if file.data is not None:
             return file.data
         assert file.source is not None
-        return self.head.read(file.source)
+        found = self._read.get(file.source)
+        return found if found is not None else self.head.read(file.source)
 
     def text(self, index: int, path: str, file: NewFile) -> str:
         """The content of ``file`` as text; ``INVALID_ENCODING`` when it is not UTF-8."""
@@ -232,7 +247,7 @@ class BatchState:
     def files(self) -> set[str]:
         """Every file path as the batch left it so far (built on first use, then kept up to date)."""
         if self._files is None:
-            found = set(self.head.paths())
+            found = set(self.head.file_index().files)
             for path, file in self.state.items():
                 if file is None:
                     found.discard(path)
@@ -240,6 +255,22 @@ class BatchState:
                     found.add(path)
             self._files = found
         return self._files
+
+    def index(self) -> FileIndex:
+        """The ``FileIndex`` of the files as the batch left them so far (derived from the head's)."""
+        removed = [path for path, file in self.state.items() if file is None]
+        added = [path for path, file in self.state.items() if file is not None]
+        return self.head.file_index().changed(removed, added)
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Read the head files at ``paths`` in one go for ``content`` (``forget`` drops them)."""
+        wanted = [p for p in paths if p not in self.state and p not in self._read]
+        if wanted:
+            self._read.update(self.head.read_many(wanted))
+
+    def forget(self) -> None:
+        """Drop what ``prefetch`` read."""
+        self._read.clear()
 
     def files_under(self, folder: str) -> list[str]:
         """Every file below ``folder`` as the batch left it so far, sorted."""

@@ -25,11 +25,11 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from worker.engine.markdown import compile_pattern
 from worker.errors import BatchRejected
+from worker.git.grep import read_blobs
 from worker.git.objects import TREE_MODE
 from worker.git.snapshot import EXEC_MODE, FILE_MODE
 
@@ -188,24 +188,3 @@ def blobs_under(repo: WikiRepo, tree: str, prefix: str, folder: str = "") -> Ite
                 yield from blobs_under(repo, oid, prefix, below)
         elif mode in (FILE_MODE, EXEC_MODE) and path.startswith(prefix):
             yield path, oid
-
-
-def read_blobs(git_dir: Path, oids: list[str]) -> list[bytes]:
-    """The bytes of each blob, in order, from one ``git cat-file --batch``."""
-    if not oids:
-        return []
-    request = "".join(oid + "\n" for oid in oids).encode()
-    out = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "cat-file", "--batch", "--buffer"],
-        input=request,
-        capture_output=True,
-        check=True,
-    ).stdout
-    found: list[bytes] = []
-    position = 0
-    for _ in oids:
-        end = out.index(b"\n", position)
-        size = int(out[position:end].split()[2])
-        found.append(out[end + 1 : end + 1 + size])
-        position = end + 1 + size + 1
-    return found

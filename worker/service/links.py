@@ -1,8 +1,8 @@
 """Backlinks of a page: every link to it in the wiki at the head (``engine.backlinks``), cached by content.
 
-Two caches per process, both keyed by git ids, so they never go stale: the file index of a tree (by tree
-id; a wiki's head changes at each commit, so a few are kept) and the parsed links of a page (by blob id,
-shared by every commit that holds the same bytes; bounded by the number of links kept). The pages to
+Caches per process, all keyed by git ids, so they never go stale: the file index of a tree (by tree id,
+``Snapshot.file_index``), the parsed links of a page (by blob id, shared by every commit that holds the
+same bytes; bounded by the number of links kept), and whole answers (by commit and path). The pages to
 parse are found with ``git grep`` for the page's name (``HeadView.mentioning``), so a backlinks read costs
 one grep of the tree plus the parsing of the pages that mention the name, the first time.
 """
@@ -13,17 +13,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from worker.engine.backlinks import find_backlinks, page_links
-from worker.engine.markdown import FileIndex, Link
+from worker.engine.backlinks import find_backlinks
+from worker.engine.markdown import Link
 from worker.errors import BatchRejected
 from worker.git import WikiRepo
-from worker.git.snapshot import Snapshot
 from worker.schema.answers import Backlink, BacklinkList
 from worker.service.caller import Principal
 from worker.service.reads import Reads, in_thread
 
-INDEXES = 8  # file indexes kept (one per tree id)
 LINKS = 400_000  # parsed links kept, all pages together
+ANSWERS = 256  # whole answers kept, by commit, path and limit
 
 
 class _Lru:
@@ -60,8 +59,8 @@ class LinkReads:
 
     def __init__(self, reads: Reads) -> None:
         self.reads = reads
-        self.indexes = _Lru(INDEXES, lambda _: 1)
         self.links = _Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
+        self.answers = _Lru(ANSWERS, lambda _: 1)
 
     async def backlinks(self, caller: Principal, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
         """Every link (outside code) at the head that resolves to ``path``, by linking page then line; at
@@ -75,10 +74,12 @@ class LinkReads:
         version = snapshot.version(path)
         if version is None:
             raise BatchRejected("NOT_FOUND", f"no file {path[:200]!r} at the head; find it with list_pages")
-        found = find_backlinks(
-            snapshot, path, self.file_index(snapshot), lambda page, v: self.page_links(snapshot, page, v)
-        )
-        return BacklinkList(
+        key = f"{snapshot.commit}\x00{path}\x00{limit}"
+        known = self.answers.get(key)
+        if isinstance(known, BacklinkList):
+            return known
+        found = find_backlinks(snapshot, path, self)
+        answer = BacklinkList(
             path=path,
             version=version,
             commit=snapshot.commit,
@@ -87,21 +88,14 @@ class LinkReads:
             ],
             truncated=len(found) > limit,
         )
+        self.answers.put(key, answer)
+        return answer
 
-    def file_index(self, snapshot: Snapshot) -> FileIndex:
-        """The file index of the snapshot's tree (cached by tree id)."""
-        key = snapshot.tree or ""
-        index = self.indexes.get(key)
-        if not isinstance(index, FileIndex):
-            index = FileIndex(snapshot.paths())
-            self.indexes.put(key, index)
-        return index
-
-    def page_links(self, snapshot: Snapshot, page: str, version: str) -> list[Link]:
-        """The links of a page (cached by its version)."""
+    def get(self, version: str) -> list[Link] | None:
+        """The parsed links of the page with ``version``, if kept (``engine.backlinks.LinkCache``)."""
         found = self.links.get(version)
-        if isinstance(found, list):
-            return found
-        links = page_links(snapshot, page)
+        return found if isinstance(found, list) else None
+
+    def put(self, version: str, links: list[Link]) -> None:
+        """Keep the parsed links of the page with ``version``."""
         self.links.put(version, links)
-        return links
