@@ -255,7 +255,9 @@ class MatchList(Answer):
     ``next_cursor`` back for more."""
 
     matches: list[Match]
-    next_cursor: str | None = None
+    next_cursor: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="present when there are more matches"
+    )
 
 
 class CommitList(Answer):
