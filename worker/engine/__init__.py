@@ -8,9 +8,7 @@ toolkit (links, sections, front matter, patterns) in ``worker.engine.markdown``.
 
 from __future__ import annotations
 
-from worker.engine.preflight import check_static, preflight
-from worker.engine.review import FileDiff, Review, review
-from worker.engine.state import (
+from worker.engine.plan import (
     Applied,
     BatchWarning,
     DictHead,
@@ -19,6 +17,8 @@ from worker.engine.state import (
     Plan,
     blob_id,
 )
+from worker.engine.preflight import check_static, preflight
+from worker.engine.review import FileDiff, Review, review
 
 __all__ = [
     "Applied",

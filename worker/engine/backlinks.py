@@ -13,7 +13,7 @@ from typing import NamedTuple, Protocol
 
 from worker.engine.markdown import Link, find_links, resolve_target
 from worker.engine.mentions import is_page, link_needles
-from worker.engine.state import HeadView
+from worker.engine.plan import HeadView
 
 READ_AT_ONCE = 512  # pages read in one read_many
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from worker.engine.state import Applied, BatchState
+from worker.engine.plan import Applied
+from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import Create, Delete, Overwrite, Replace, decoded
 

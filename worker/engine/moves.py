@@ -24,7 +24,8 @@ from worker.engine.markdown import FileIndex, may_rewrite, rewrite_links
 from worker.engine.markdown.bounds import TooLarge
 from worker.engine.mentions import is_page, link_needles
 from worker.engine.paths import check_path
-from worker.engine.state import Applied, BatchState, NewFile, blob_id
+from worker.engine.plan import Applied, NewFile, blob_id
+from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import Rename
 

@@ -8,7 +8,8 @@ here writes.
 
 Each op lives in its module: ``fileops`` (create, overwrite, replace, delete), ``moves`` (rename of a
 file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``across``
-(replace_across); the rules they share (versions, zones, output limits, conflicts) in ``state``.
+(replace_across); the rules they share (versions, zones, output limits, conflicts) in ``state``; what
+preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 ``check_static`` runs every check that needs no repository, at submission and again here.
 """
 
@@ -19,17 +20,16 @@ from typing import Any
 
 from worker.engine import across, fileops, inplace, moves
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
-from worker.engine.state import (
+from worker.engine.plan import (
     Applied,
-    BatchState,
     BatchWarning,
     DictHead,
     HeadView,
     NewFile,
     Plan,
     blob_id,
-    check_zone,
 )
+from worker.engine.state import BatchState, check_zone
 from worker.errors import BatchRejected
 from worker.schema.edits import (
     Append,

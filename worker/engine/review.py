@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from worker.engine.markdown import FileIndex, broken_links, find_links, resolve
 from worker.engine.mentions import is_page, link_needles
 from worker.engine.paths import ZonePolicy
-from worker.engine.state import BatchWarning, HeadView, Plan, check_zone
+from worker.engine.plan import BatchWarning, HeadView, Plan
+from worker.engine.state import check_zone
 from worker.errors import BatchRejected
 
 DIFF_BUDGET = 1024 * 1024  # characters of diff a dry run answers in all
