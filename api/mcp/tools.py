@@ -17,6 +17,7 @@ server's own (``build_server`` is given them from the settings).
 # No ``from __future__ import annotations``: the tools' parameter types are built from the limits given to
 # ``build_server`` and must be evaluated where they are defined.
 
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -239,7 +240,8 @@ def _refusal(error: ErrorInfo, **extra: Any) -> CallToolResult:
 
 def invalid_arguments(exc: ValidationError) -> CallToolResult:
     """The refusal for arguments that do not fit a tool's schema: INVALID_BATCH naming the field (and the
-    failing edit's index for an edit)."""
+    failing edit's index for an edit); BATCH_EMPTY or TOO_MANY_EDITS for a list of edits of the wrong
+    length."""
     errors = exc.errors()
     first: dict[str, Any] = dict(errors[0]) if errors else {}
     loc = [str(part) for part in first.get("loc", ())]
@@ -251,7 +253,10 @@ def invalid_arguments(exc: ValidationError) -> CallToolResult:
     where = ".".join(loc) or "arguments"
     kind = str(first.get("type", ""))
     message = "unknown field" if kind == "extra_forbidden" else str(first.get("msg", "invalid"))
-    return _refusal(ErrorInfo(code="INVALID_BATCH", message=f"{where}: {message}", index=index))
+    code = "INVALID_BATCH"
+    if loc == ["edits"] and kind in ("too_short", "too_long"):
+        code = "BATCH_EMPTY" if kind == "too_short" else "TOO_MANY_EDITS"
+    return _refusal(ErrorInfo(code=code, message=f"{where}: {message}", index=index))
 
 
 class WikiqServer(MCPServer):
@@ -382,7 +387,17 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     )
     Edits = Annotated[list[Edit], edits_field]
 
-    @server.tool(title="List wikis", annotations=READ_ONLY)
+    def register(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+        """``server.tool(**options)``, the docstring dedented and the limits written into it."""
+
+        def add(fn: Callable[..., Any]) -> Any:
+            doc = inspect.cleandoc(fn.__doc__ or "").replace("{max_file}", sizes["max_file"])
+            fn.__doc__ = doc.replace("{max_paths}", str(MAX_PAGES_READ))
+            return server.tool(**options)(fn)
+
+        return add
+
+    @register(title="List wikis", annotations=READ_ONLY)
     async def list_wikis(ctx: Context) -> Annotated[CallToolResult, WikiList]:
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
@@ -393,7 +408,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """
         return await _answered(backend_for(ctx).list_wikis())
 
-    @server.tool(title="List pages", annotations=READ_ONLY)
+    @register(title="List pages", annotations=READ_ONLY)
     async def list_pages(
         wiki: WikiId,
         ctx: Context,
@@ -418,14 +433,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """
         return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
 
-    def filled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with the limits written into its docstring (the description the tool shows)."""
-        fn.__doc__ = (fn.__doc__ or "").replace("{max_file}", sizes["max_file"])
-        fn.__doc__ = fn.__doc__.replace("{max_paths}", str(MAX_PAGES_READ))
-        return fn
-
-    @server.tool(title="Read page", annotations=READ_ONLY)
-    @filled
+    @register(title="Read page", annotations=READ_ONLY)
     async def read_page(
         wiki: WikiId,
         path: PagePath,
@@ -455,8 +463,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             return _refusal(exc.error)
         return _answer(page, page.content if raw else _numbered(page))
 
-    @server.tool(title="Read pages", annotations=READ_ONLY)
-    @filled
+    @register(title="Read pages", annotations=READ_ONLY)
     async def read_pages(
         wiki: WikiId,
         paths: Annotated[
@@ -489,7 +496,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             text += "\n\nnot read: " + "; ".join(f"{e.path}: {e.code}" for e in found.errors)
         return _answer(found, text)
 
-    @server.tool(title="Page outline", annotations=READ_ONLY)
+    @register(title="Page outline", annotations=READ_ONLY)
     async def page_outline(wiki: WikiId, path: PagePath, ctx: Context) -> Annotated[CallToolResult, Outline]:
         """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path, address,
         line, end_line, version}]}.
@@ -514,7 +521,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             f"{page.path} version={page.version}" + (_outline_text(outline.sections) or "\n(no headings)"),
         )
 
-    @server.tool(title="Search wiki", annotations=READ_ONLY)
+    @register(title="Search wiki", annotations=READ_ONLY)
     async def search_wiki(
         wiki: WikiId,
         query: Annotated[
@@ -550,7 +557,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         call = backend_for(ctx).search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
         return await _answered(call)
 
-    @server.tool(title="Find backlinks", annotations=READ_ONLY)
+    @register(title="Find backlinks", annotations=READ_ONLY)
     async def find_backlinks(
         wiki: WikiId,
         path: PagePath,
@@ -589,7 +596,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         except ValidationError as exc:
             return invalid_arguments(exc)
 
-    @server.tool(
+    @register(
         title="Check batch (dry run, commits nothing)",
         annotations=READ_ONLY,
         description=CHECK_BATCH.format(**sizes),
@@ -614,7 +621,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             outcome.applied, outcome.diff, outcome.warnings = result.applied, result.diff, result.warnings
         return _answer(outcome)
 
-    @server.tool(
+    @register(
         title="Write batch (commits changes)",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
@@ -652,7 +659,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             outcome.diff, outcome.warnings = result.diff, result.warnings
         return _answer(outcome)
 
-    @server.tool(title="Get job", annotations=READ_ONLY)
+    @register(title="Get job", annotations=READ_ONLY)
     async def get_job(
         job_id: JobId,
         ctx: Context,
@@ -670,12 +677,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         wait=false), or to see a check again. status is queued, running, succeeded, failed or cancelled.
         A failed job wrote nothing; its error names the failing edit's index (write_batch's description
         says what to do per code). wait_seconds (up to 60) answers as soon as the job finishes: prefer it
-        to calling in a loop. Errors: JOB_NOT_FOUND (unknown or expired id; dry runs are kept an hour),
+        to calling in a loop. Errors: JOB_NOT_FOUND (unknown or expired id),
         FORBIDDEN (another caller's job), RATE_LIMITED (wait, retry), INTERNAL (retry once).
         """
         return await _answered(backend_for(ctx).job(job_id, wait_seconds))
 
-    @server.tool(
+    @register(
         title="Cancel job",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False

@@ -192,3 +192,47 @@ async def test_scripted_refactor_through_mcp_stdio(svc: Service) -> None:
         assert f"```\n[[{target}]] in code is not a link\n```" in page and f"`[[{target}]]`" in page
     assert end_files["log.md"].decode().endswith("- split the guide, archived wiki/old\n")
     assert "Get it, then see [[topic-02]] and [[legacy-1]]." in end_files["wiki/guide/install.md"].decode()
+
+
+async def test_argument_errors_come_back_as_refusals_naming_the_field(svc: Service) -> None:
+    """Arguments that fail a tool's schema are answered like any refusal: {error, hint}, naming the field
+    and the failing edit's index, never a bare text error."""
+    wiki = f"args-{next(_serial)}"
+    svc.create_wiki(wiki)
+    async with connect(svc, "stdio") as client:
+        missing = error(
+            await call(
+                client, "check_batch", wiki=wiki, edits=[{"op": "replace", "path": "index.md", "old": "x"}]
+            )
+        )
+        assert (missing["code"], missing["index"]) == ("INVALID_BATCH", 0)
+        assert missing["message"].startswith("edits.0.new:") and missing["hint"]
+        extra = error(
+            await call(
+                client,
+                "write_batch",
+                wiki=wiki,
+                message="m",
+                edits=[{"op": "append", "path": "log.md", "content": "x", "colour": "red"}],
+            )
+        )
+        assert (extra["code"], extra["index"], extra["message"]) == (
+            "INVALID_BATCH",
+            0,
+            "edits.0.colour: unknown field",
+        )
+        bad_wiki = error(await call(client, "list_pages", wiki="Not A Wiki"))
+        assert bad_wiki["code"] == "INVALID_BATCH" and bad_wiki["message"].startswith("wiki:")
+        empty = error(await call(client, "write_batch", wiki=wiki, message="m", edits=[]))
+        assert empty["code"] == "BATCH_EMPTY"
+        unknown_op = error(await call(client, "check_batch", wiki=wiki, edits=[{"op": "move", "path": "x"}]))
+        assert unknown_op["index"] == 0 and "append" in unknown_op["message"]
+        pattern = error(
+            await call(
+                client,
+                "check_batch",
+                wiki=wiki,
+                edits=[{"op": "replace_across", "prefix": "wiki/", "pattern": "(?<=a)b", "new": "c"}],
+            )
+        )
+        assert (pattern["code"], pattern["index"]) == ("PATTERN_INVALID", 0) and "RE2" in pattern["hint"]

@@ -80,7 +80,7 @@ class _Edit(_Strict):
 class Create(_Edit):
     """Create a file that does not exist yet (PATH_EXISTS if it does)."""
 
-    op: Literal["create"]
+    op: Literal["create"] = Field(description="The op: create.")
     content: Content
     encoding: Encoding = "utf-8"
 
@@ -88,7 +88,7 @@ class Create(_Edit):
 class Overwrite(_Edit):
     """Replace the whole content of an existing file."""
 
-    op: Literal["overwrite"]
+    op: Literal["overwrite"] = Field(description="The op: overwrite.")
     content: Content
     encoding: Encoding = "utf-8"
     expected_version: Version | None = None
@@ -97,7 +97,7 @@ class Overwrite(_Edit):
 class Replace(_Edit):
     """Replace byte-exact occurrences of ``old`` by ``new`` in an existing file."""
 
-    op: Literal["replace"]
+    op: Literal["replace"] = Field(description="The op: replace.")
     old: Annotated[
         str,
         Field(
@@ -123,14 +123,14 @@ class Replace(_Edit):
 class Delete(_Edit):
     """Delete an existing file."""
 
-    op: Literal["delete"]
+    op: Literal["delete"] = Field(description="The op: delete.")
     expected_version: Version | None = None
 
 
 class Rename(_Edit):
     """Move a file, or a folder with every file under it, to a path that does not exist yet."""
 
-    op: Literal["rename"]
+    op: Literal["rename"] = Field(description="The op: rename.")
     path: str = Field(description="The file or folder to move, e.g. wiki/old.md or wiki/topic.")
     new_path: Annotated[str, Field(description="Where it moves (a file path, or a folder for a folder).")]
     expected_version: Annotated[
@@ -154,7 +154,7 @@ class Rename(_Edit):
 class Append(_Edit):
     """Add text at the end of an existing file (a line break first when the file does not end with one)."""
 
-    op: Literal["append"]
+    op: Literal["append"] = Field(description="The op: append.")
     content: Annotated[
         str, Field(json_schema_extra=NON_EMPTY, description="The text to add, e.g. a log line ending '\\n'.")
     ]
@@ -165,7 +165,7 @@ class Frontmatter(_Edit):
     """Merge keys into a page's YAML front matter (created when absent); other keys, their order and
     comments, and the rest of the page stay byte for byte."""
 
-    op: Literal["frontmatter"]
+    op: Literal["frontmatter"] = Field(description="The op: frontmatter.")
     set: Annotated[
         dict[str, JsonValue] | None,
         Field(description='Keys to set, with JSON values, e.g. {"status": "draft", "tags": ["a"]}.'),
@@ -185,21 +185,21 @@ class _SectionEdit(_Edit):
 class ReplaceSection(_SectionEdit):
     """Replace the body of a section (everything under its heading, subsections included)."""
 
-    op: Literal["replace_section"]
+    op: Literal["replace_section"] = Field(description="The op: replace_section.")
     content: Annotated[str, Field(description="The new body, without the heading line.")]
 
 
 class AppendSection(_SectionEdit):
     """Add text at the end of a section, after its subsections."""
 
-    op: Literal["append_section"]
+    op: Literal["append_section"] = Field(description="The op: append_section.")
     content: Text
 
 
 class InsertSectionAfter(_SectionEdit):
     """Insert a new section right after a section (and its subsections)."""
 
-    op: Literal["insert_section_after"]
+    op: Literal["insert_section_after"] = Field(description="The op: insert_section_after.")
     new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading's text.")]
     level: Annotated[int, Field(ge=1, le=6, description="The new heading's level: 1 for '#' to 6.")]
     content: Annotated[str, Field(description="The new section's body, without the heading line.")] = ""
@@ -208,13 +208,13 @@ class InsertSectionAfter(_SectionEdit):
 class RemoveSection(_SectionEdit):
     """Remove a section: its heading, body and subsections."""
 
-    op: Literal["remove_section"]
+    op: Literal["remove_section"] = Field(description="The op: remove_section.")
 
 
 class RenameSection(_SectionEdit):
     """Change a section's heading text, keeping its level and style."""
 
-    op: Literal["rename_section"]
+    op: Literal["rename_section"] = Field(description="The op: rename_section.")
     new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading text.")]
 
 
@@ -222,7 +222,7 @@ class ReplaceAcross(_Strict):
     """One replace over every page under a prefix, as the batch left the pages; applied lists each
     changed page. Pages under raw/ and files that are not UTF-8 text are never changed."""
 
-    op: Literal["replace_across"]
+    op: Literal["replace_across"] = Field(description="The op: replace_across.")
     prefix: Annotated[
         str,
         Field(
