@@ -46,6 +46,7 @@ from worker.schema.answers import (
 from worker.schema.edits import OPS, Batch, Edit, Limits
 
 MAX_WAIT = 60.0  # seconds write_batch, check_batch and get_job wait for a job at most
+DIFF_CHARS = 60_000  # characters of diff a check answers an agent (get_job answers the whole diff)
 MAX_PAGES_READ = 100  # paths read_pages takes (the service's bound)
 WIKI_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
@@ -271,6 +272,23 @@ class WikiqServer(MCPServer):
             raise
 
 
+def trimmed(diff: list[FileDiff] | None, budget: int = DIFF_CHARS) -> list[FileDiff] | None:
+    """``diff`` cut to ``budget`` characters in all, at line ends: the entry that crosses it is cut and
+    marked truncated, later ones keep their path with an empty diff."""
+    if diff is None:
+        return None
+    out = []
+    for entry in diff:
+        if len(entry.diff) <= budget:
+            budget -= len(entry.diff)
+            out.append(entry)
+            continue
+        kept = entry.diff[: entry.diff.rfind("\n", 0, budget) + 1] if budget > 0 else ""
+        budget = 0
+        out.append(entry.model_copy(update={"diff": kept, "truncated": True}))
+    return out
+
+
 async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
     """The tool result of a backend call: its answer, or the refusal with a hint."""
     try:
@@ -357,11 +375,11 @@ Takes the same edits as write_batch (same schema, versions, zones and limits: {m
 {max_content} of content).
 
 Returns {{job_id, status, applied, diff, warnings}}: applied as write_batch would answer it; diff is one \
-unified diff per changed file ({{path, old_path for a move, diff, truncated when cut}}; about 1 MiB in \
-all); warnings ({{code, path, line, link, message}}) are LINK_BROKEN (a link the batch leaves resolving to \
-nothing: fix its target or add the page), NOT_IN_INDEX (a created page index.md does not link to: add it \
-to index.md), NOT_REWRITTEN (links or matches in a raw/ page no op may change). An empty warnings list \
-means the refactor is clean.
+unified diff per changed file ({{path, old_path for a move, diff, truncated when cut}}; 60 000 \
+characters in all here, get_job with the job_id answers the whole diff); warnings ({{code, path, line, \
+link, message}}) are LINK_BROKEN (a link the batch leaves resolving to nothing: fix its target or add \
+the page), NOT_IN_INDEX (a created page index.md does not link to: add it to index.md), NOT_REWRITTEN \
+(links or matches in a raw/ page no op may change). An empty warnings list means the refactor is clean.
 
 """ + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
 
@@ -618,7 +636,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         result = job.result
         outcome = CheckOutcome(job_id=job.job_id, status=job.status)
         if result is not None:
-            outcome.applied, outcome.diff, outcome.warnings = result.applied, result.diff, result.warnings
+            outcome.applied, outcome.diff, outcome.warnings = (
+                result.applied,
+                trimmed(result.diff),
+                result.warnings,
+            )
         return _answer(outcome)
 
     @register(
@@ -656,7 +678,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             applied=result.applied if result else None,
         )
         if result is not None and result.diff is not None:
-            outcome.diff, outcome.warnings = result.diff, result.warnings
+            outcome.diff, outcome.warnings = trimmed(result.diff), result.warnings
         return _answer(outcome)
 
     @register(title="Get job", annotations=READ_ONLY)

@@ -27,7 +27,7 @@ HEX40 = r"^[0-9a-f]{40}$"
 # text that is not valid Unicode stays INVALID_ENCODING and an empty one INVALID_BATCH naming the edit.
 NON_EMPTY: dict[str, JsonValue] = {"minLength": 1}
 Version = Annotated[
-    str,
+    str | None,
     Field(
         pattern=HEX40,
         description="The page's version: the one read_page or list_pages gave (its git blob id), or the "
@@ -91,7 +91,7 @@ class Overwrite(_Edit):
     op: Literal["overwrite"] = Field(description="The op: overwrite.")
     content: Content
     encoding: Encoding = "utf-8"
-    expected_version: Version | None = None
+    expected_version: Version = None
 
 
 class Replace(_Edit):
@@ -106,7 +106,7 @@ class Replace(_Edit):
         ),
     ]
     new: Annotated[str, Field(description="The replacement text.")]
-    expected_version: Version | None = None
+    expected_version: Version = None
     replace_all: Annotated[
         bool, Field(description="Replace every occurrence; false (default): old must occur exactly once.")
     ] = False
@@ -124,7 +124,7 @@ class Delete(_Edit):
     """Delete an existing file."""
 
     op: Literal["delete"] = Field(description="The op: delete.")
-    expected_version: Version | None = None
+    expected_version: Version = None
 
 
 class Rename(_Edit):
@@ -178,7 +178,7 @@ class Frontmatter(_Edit):
 
 class _SectionEdit(_Edit):
     heading: Heading
-    expected_version: Version | None = None
+    expected_version: Version = None
     expected_section_version: SectionVersion = None
 
 

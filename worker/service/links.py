@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from worker.engine.backlinks import find_backlinks
 from worker.engine.markdown import Link
+from worker.engine.paths import path_problem
 from worker.errors import BatchRejected
 from worker.git import WikiRepo
 from worker.schema.answers import Backlink, BacklinkList
@@ -65,6 +66,9 @@ class LinkReads:
     async def backlinks(self, caller: Principal, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
         """Every link (outside code) at the head that resolves to ``path``, by linking page then line; at
         most ``limit`` (``truncated`` when there were more)."""
+        problem = path_problem(path)
+        if problem is not None:
+            raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
         repo = await self.reads.repo(caller, wiki)
         return await in_thread(lambda: self.collect(repo, path, limit))
 
