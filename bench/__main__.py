@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine, queue, remote, search
+from bench import engine, queue, refactor, remote, search
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
@@ -22,6 +22,7 @@ SECTIONS: list[Section] = [
     Section("queue", "Queue: HTTP submit → commit latency and sustained throughput", queue.section),
     Section("search", "Search of the head (git grep)", search.section),
     Section("remote", "Git remote: coalesced publishing through a slow forge", remote.section),
+    Section("refactor", "Refactors: rename with rewrite_links, backlinks (10 000 pages)", refactor.section),
 ]
 WIDTH = 150
 LATEST = Path(__file__).resolve().parent / "latest.json"

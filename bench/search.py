@@ -31,7 +31,7 @@ def section(ctx: Context) -> list[Row]:
         found = 0
         for _ in range(rounds):
             start = time.perf_counter()
-            found = len(repo.search(head, query, 100))
+            found = len(repo.search(head, query, limit=100))
             times.append(time.perf_counter() - start)
         rows.append(
             Row(

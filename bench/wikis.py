@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +59,9 @@ def initial_files(layout: Layout) -> Iterator[tuple[str, bytes]]:
         yield layout.path(page), page_text(page)
 
 
-def _fast_import_stream(layout: Layout, versions: dict[str, str]) -> Iterator[bytes]:
+def _fast_import_stream(
+    layout: Layout, versions: dict[str, str], files: Iterable[tuple[str, bytes]] | None = None
+) -> Iterator[bytes]:
     """The ``git fast-import`` commands for one commit of every file, recording each file's version."""
     message = f"Create wiki with {layout.pages} pages".encode()
     ident = b"wikiq <wikiq@localhost> %d +0000" % EPOCH
@@ -69,14 +71,17 @@ def _fast_import_stream(layout: Layout, versions: dict[str, str]) -> Iterator[by
         len(message),
         message,
     )
-    for path, data in initial_files(layout):
+    for path, data in initial_files(layout) if files is None else files:
         versions[path] = blob_id(data)
         yield b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data)
     yield b"done\n"
 
 
-def build_bare(data_dir: Path, wiki: str, layout: Layout) -> dict[str, str]:
-    """Create ``<data>/wikis/<wiki>.git`` holding ``layout`` on ``main``; returns ``{path: version}``."""
+def build_bare(
+    data_dir: Path, wiki: str, layout: Layout, files: Iterable[tuple[str, bytes]] | None = None
+) -> dict[str, str]:
+    """Create ``<data>/wikis/<wiki>.git`` holding ``layout`` (or ``files``) on ``main``; returns
+    ``{path: version}``."""
     path = data_dir / "wikis" / f"{wiki}.git"
     path.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(path)], check=True)
@@ -85,7 +90,7 @@ def build_bare(data_dir: Path, wiki: str, layout: Layout) -> dict[str, str]:
     with subprocess.Popen(args, stdin=subprocess.PIPE) as proc:
         assert proc.stdin is not None
         chunk: list[bytes] = []
-        for command in _fast_import_stream(layout, versions):
+        for command in _fast_import_stream(layout, versions, files):
             chunk.append(command)
             if len(chunk) >= 4096:
                 proc.stdin.write(b"".join(chunk))

@@ -1,4 +1,5 @@
-"""The client commands of ``wikiq`` (wikis, pages, read, search, submit, job, cancel, jobs, log, mcp).
+"""The client commands of ``wikiq`` (wikis, pages, read, outline, search, backlinks, submit, job, cancel,
+jobs, log, mcp).
 
 Each talks to the API at ``--url`` / ``WIKIQ_URL`` with ``--token`` / ``WIKIQ_TOKEN``. Tables and the live
 status line are for people; ``--json`` prints only JSON on stdout, for scripts (an error too, as the
@@ -19,10 +20,11 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.syntax import Syntax
 from rich.table import Table
 
-from api.client import Client, ClientError, ConnectionFailed, settings_from_env
-from worker.schema.answers import Answer, Job
+from api.client import Client, ClientError, ConnectionFailed, SearchOptions, settings_from_env
+from worker.schema.answers import Answer, Job, JobResult
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
 POLL = 2.0  # seconds of each long-poll while a status line is shown: it wakes at once when the job ends
@@ -100,11 +102,36 @@ def _show_job(job: Job) -> None:
         out.print(f"[red]{job.error.code}{where}:[/red] {escape(job.error.message)}")
     if job.result is not None:
         out.print(f"commit {job.result.commit}" if job.result.commit else "no commit (dry run)")
-        table = _table("#", "op", "path", "version")
+        table = _table("#", "op", "path", "version", "count")
         for entry in job.result.applied:
             path = f"{entry.path} -> {entry.new_path}" if entry.new_path else entry.path
-            table.add_row(str(entry.index), entry.op, escape(path), _short(entry.version))
+            count = "" if entry.count is None else str(entry.count)
+            table.add_row(str(entry.index), entry.op, escape(path), _short(entry.version), count)
         out.print(table)
+        _show_review(out, job.result)
+
+
+def _show_review(out: Console, result: JobResult) -> None:
+    """A dry run's diff (colored unified diff per file) and warnings."""
+    for entry in result.diff or []:
+        title = f"{entry.old_path} -> {entry.path}" if entry.old_path else entry.path
+        out.rule(escape(title), align="left", style="dim")
+        if entry.diff:
+            out.print(
+                Syntax(entry.diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True)
+            )
+        if entry.truncated:
+            out.print("[yellow](diff cut: the answer's diff budget is spent)[/yellow]")
+    if result.warnings is None:
+        return
+    if not result.warnings:
+        out.print("[green]no warnings[/green]")
+        return
+    table = _table("warning", "path", "line", "message")
+    for warning in result.warnings:
+        line = "" if warning.line is None else str(warning.line)
+        table.add_row(f"[yellow]{warning.code}[/yellow]", escape(warning.path), line, escape(warning.message))
+    out.print(table)
 
 
 def _watch(client: Client, job: Job) -> Job:
@@ -209,22 +236,78 @@ def read(
     sys.stdout.flush()
 
 
-def search(
+def outline(
     wiki: Wiki,
-    query: Annotated[str, typer.Argument(help="text to find (literal, case-insensitive)")],
-    limit: Annotated[int, typer.Option(help="at most this many matches")] = 100,
+    path: Annotated[str, typer.Argument(help="file path, e.g. wiki/redis.md")],
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Print the lines at a wiki's head that contain a text, as path:line: text."""
+    """Print a page's heading tree: each section's lines, address (a section op's heading) and version."""
     with _client(url, token, as_json) as client:
-        matches = client.search(wiki, query, limit)
+        page = client.read_page(wiki, path, sections=True)
     if as_json:
-        _print_json({"matches": [_dump(m) for m in matches]})
+        _print_json(
+            {"path": page.path, "version": page.version, "sections": [_dump(s) for s in page.sections or []]}
+        )
         return
-    for match in matches:
+    _console(stderr=True).print(f"[dim]{escape(page.path)} version {page.version}[/dim]")
+    table = _table("lines", "level", "address", "version")
+    for section in page.sections or []:
+        lines = f"{section.line}-{section.end_line}"
+        table.add_row(lines, "#" * section.level, escape(section.address), _short(section.version))
+    _console().print(table)
+
+
+def search(
+    wiki: Wiki,
+    query: Annotated[
+        str, typer.Argument(help="text to find (literal, ASCII case ignored), or an RE2 pattern")
+    ],
+    limit: Annotated[int, typer.Option(help="at most this many matches")] = 100,
+    regex: Annotated[
+        bool, typer.Option("--regex", help="the query is an RE2 pattern (^ $ at line ends)")
+    ] = False,
+    case_sensitive: Annotated[
+        bool, typer.Option("--case-sensitive", help="match letter case exactly")
+    ] = False,
+    prefix: Annotated[str, typer.Option(help="only files whose path starts with this")] = "",
+    cursor: Annotated[str | None, typer.Option(help="resume where an earlier search stopped")] = None,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print the lines at a wiki's head that match, as path:line: text (the cursor for more on stderr)."""
+    options = SearchOptions(regex=regex, case_sensitive=case_sensitive, prefix=prefix, cursor=cursor)
+    with _client(url, token, as_json) as client:
+        found = client.search_page(wiki, query, limit, options)
+    if as_json:
+        _print_json(_dump(found))
+        return
+    for match in found.matches:
         typer.echo(f"{match.path}:{match.line}: {match.text}")
+    if found.next_cursor:
+        typer.echo(f"more: --cursor {found.next_cursor}", err=True)
+
+
+def backlinks(
+    wiki: Wiki,
+    path: Annotated[str, typer.Argument(help="the page linked to, e.g. wiki/redis.md")],
+    limit: Annotated[int, typer.Option(help="at most this many links")] = 1000,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print every link to a page (outside code), as path:line: link."""
+    with _client(url, token, as_json) as client:
+        found = client.backlinks(wiki, path, limit)
+    if as_json:
+        _print_json(_dump(found))
+        return
+    for link in found.backlinks:
+        typer.echo(f"{link.path}:{link.line}: {link.text}")
+    if found.truncated:
+        typer.echo(f"more than {limit} links; raise --limit", err=True)
 
 
 def _load_batch(source: str) -> dict[str, Any]:
@@ -248,6 +331,9 @@ def submit(
     wiki: Wiki,
     batch_file: Annotated[str, typer.Argument(metavar="BATCH.json", help="the batch as JSON; - for stdin")],
     wait: Annotated[bool, typer.Option("--wait", help="wait for the job, with a live status line")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="check only: show the diff and warnings, commit nothing")
+    ] = False,
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="same key + same batch = same job")
     ] = None,
@@ -255,8 +341,11 @@ def submit(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Submit a batch of edits; with --wait, show its commit and applied edits (exit 1 if refused)."""
+    """Submit a batch of edits; with --wait, show its commit and applied edits (exit 1 if refused); with
+    --dry-run, check it and show the colored diff of every file and the warnings (implies --wait)."""
     batch = _load_batch(batch_file)
+    if dry_run:
+        batch["dry_run"], wait = True, True
     with _client(url, token, as_json) as client:
         job = client.submit(wiki, batch, idempotency_key=idempotency_key)
         if wait and not job.finished:
@@ -350,11 +439,32 @@ def log(
 def mcp(url: Url = None, token: Token = None) -> None:
     """Serve wikiq's MCP tools over stdin/stdout for a local agent host (calls the API at --url)."""
     from api.mcp.stdio import run_stdio
+    from worker.settings import SettingsError, load_settings
 
-    run_stdio(url, token)
+    try:  # the descriptions state the batch limits: the same WIKIQ_MAX_* variables the server reads
+        limits = load_settings().limits
+    except SettingsError as exc:
+        typer.echo(f"wikiq: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    run_stdio(url, token, limits)
 
 
 def register(app: typer.Typer) -> None:
     """Add the client commands to the ``wikiq`` typer app."""
-    for command in (wikis, create_wiki, pages, read, search, submit, job, cancel, jobs, log, mcp):
+    commands = (
+        wikis,
+        create_wiki,
+        pages,
+        read,
+        outline,
+        search,
+        backlinks,
+        submit,
+        job,
+        cancel,
+        jobs,
+        log,
+        mcp,
+    )
+    for command in commands:
         app.command(command.__name__.replace("_", "-"))(command)

@@ -10,6 +10,7 @@ from api.client.http import (
     Client,
     ClientError,
     ConnectionFailed,
+    SearchOptions,
     raise_for_error,
     settings_from_env,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "Client",
     "ClientError",
     "ConnectionFailed",
+    "SearchOptions",
     "raise_for_error",
     "settings_from_env",
 ]

@@ -26,7 +26,19 @@ from urllib.parse import quote
 
 import httpx
 
-from worker.schema.answers import CommitInfo, ErrorInfo, Job, Match, Page, PageInfo, PageList, WikiInfo
+from worker.schema.answers import (
+    BacklinkList,
+    CommitInfo,
+    ErrorInfo,
+    Job,
+    Match,
+    MatchList,
+    Page,
+    PageInfo,
+    PageList,
+    PageSet,
+    WikiInfo,
+)
 from worker.schema.edits import Batch
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -115,8 +127,19 @@ def _commits(body: Any) -> list[CommitInfo]:
     return [CommitInfo.model_validate(c) for c in body["commits"]]
 
 
-def _matches(body: Any) -> list[Match]:
-    return [Match.model_validate(m) for m in body["matches"]]
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search: an RE2 pattern or literal text, letter case, a path prefix, a cursor to resume."""
+
+    regex: bool = False
+    case_sensitive: bool = False
+    prefix: str = ""
+    cursor: str | None = None
+
+
+def _dry(batch: Batch | Mapping[str, Any]) -> dict[str, Any]:
+    body = batch.model_dump(mode="json", exclude_none=True) if isinstance(batch, Batch) else dict(batch)
+    return {**body, "dry_run": True}
 
 
 def _submitted(wiki: str) -> Callable[[Any], Job]:
@@ -146,13 +169,35 @@ class _Calls:
         return _Call("GET", f"/v1/wikis/{_segment(wiki)}/pages", PageList.model_validate, params=params)
 
     @staticmethod
-    def read_page(wiki: str, path: str) -> _Call[Page]:
-        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/pages/{_path(path)}", Page.model_validate)
+    def read_page(wiki: str, path: str, sections: bool = False) -> _Call[Page]:
+        params = {"sections": "true"} if sections else None
+        url = f"/v1/wikis/{_segment(wiki)}/pages/{_path(path)}"
+        return _Call("GET", url, Page.model_validate, params=params)
 
     @staticmethod
-    def search(wiki: str, query: str, limit: int) -> _Call[list[Match]]:
-        params = {"q": query, "limit": limit}
-        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/search", _matches, params=params)
+    def read_pages(wiki: str, paths: list[str], sections: bool) -> _Call[PageSet]:
+        body = {"paths": paths, "sections": sections}
+        return _Call("POST", f"/v1/wikis/{_segment(wiki)}/pages:read", PageSet.model_validate, json=body)
+
+    @staticmethod
+    def backlinks(wiki: str, path: str, limit: int) -> _Call[BacklinkList]:
+        params = {"path": path, "limit": limit}
+        return _Call(
+            "GET", f"/v1/wikis/{_segment(wiki)}/backlinks", BacklinkList.model_validate, params=params
+        )
+
+    @staticmethod
+    def search(wiki: str, query: str, limit: int, options: SearchOptions) -> _Call[MatchList]:
+        params: dict[str, Any] = {"q": query, "limit": limit}
+        if options.regex:
+            params["regex"] = "true"
+        if options.case_sensitive:
+            params["case_sensitive"] = "true"
+        if options.prefix:
+            params["prefix"] = options.prefix
+        if options.cursor:
+            params["cursor"] = options.cursor
+        return _Call("GET", f"/v1/wikis/{_segment(wiki)}/search", MatchList.model_validate, params=params)
 
     @staticmethod
     def commits(wiki: str, limit: int) -> _Call[list[CommitInfo]]:
@@ -277,17 +322,43 @@ class Client(_Base):
                 return
             cursor = listing.next_cursor
 
-    def read_page(self, wiki: str, path: str) -> Page:
-        """A file at the head: content, encoding, version, size and commit."""
-        return self._run(_Calls.read_page(wiki, path))
+    def read_page(self, wiki: str, path: str, *, sections: bool = False) -> Page:
+        """A file at the head: content, encoding, version, size and commit; ``sections``: its heading tree
+        with each section's address and version."""
+        return self._run(_Calls.read_page(wiki, path, sections))
+
+    def read_pages(self, wiki: str, paths: list[str], *, sections: bool = False) -> PageSet:
+        """Up to 100 files at one commit, in the order asked, and an error entry per path not read."""
+        return self._run(_Calls.read_pages(wiki, paths, sections))
 
     def read_bytes(self, wiki: str, path: str) -> bytes:
         """A file's exact bytes at the head."""
         return self.read_page(wiki, path).data()
 
-    def search(self, wiki: str, query: str, limit: int = 100) -> list[Match]:
-        """Lines at the head that contain ``query`` (literal, case-insensitive)."""
-        return self._run(_Calls.search(wiki, query, limit))
+    def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
+        return self._run(_Calls.backlinks(wiki, path, limit))
+
+    def search(
+        self,
+        wiki: str,
+        query: str,
+        limit: int = 100,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = False,
+        prefix: str = "",
+    ) -> list[Match]:
+        """Lines at the head holding ``query`` (literal, or an RE2 pattern with ``regex``), ASCII case
+        ignored unless ``case_sensitive``, in files under ``prefix``: the first ``limit``."""
+        options = SearchOptions(regex, case_sensitive, prefix)
+        return self._run(_Calls.search(wiki, query, limit, options)).matches
+
+    def search_page(
+        self, wiki: str, query: str, limit: int = 100, options: SearchOptions | None = None
+    ) -> MatchList:
+        """One page of search hits and the ``next_cursor`` (pass it in ``options.cursor`` for the next)."""
+        return self._run(_Calls.search(wiki, query, limit, options or SearchOptions()))
 
     def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:
         """Commits of ``main``, newest first."""
@@ -304,6 +375,11 @@ class Client(_Base):
         """Queue a batch; with ``wait`` (True, or seconds) long-poll its job until finished or that long."""
         job = self._run(_Calls.submit(wiki, batch, idempotency_key))
         return job if job.finished or _budget(wait) == 0 else self.job(job.job_id, wait=wait)
+
+    def check(self, wiki: str, batch: Batch | Mapping[str, Any], *, wait: float | bool = True) -> Job:
+        """Dry-run a batch (nothing is committed): its job's result has ``applied``, ``diff`` and
+        ``warnings``, or its error is what the real batch would hit."""
+        return self.submit(wiki, _dry(batch), wait=wait)
 
     def job(self, job_id: str, *, wait: float | bool = False) -> Job:
         """A job; with ``wait`` (True, or seconds) long-poll until it is finished or that long."""
@@ -384,17 +460,43 @@ class AsyncClient(_Base):
                 return
             cursor = listing.next_cursor
 
-    async def read_page(self, wiki: str, path: str) -> Page:
-        """A file at the head: content, encoding, version, size and commit."""
-        return await self._run(_Calls.read_page(wiki, path))
+    async def read_page(self, wiki: str, path: str, *, sections: bool = False) -> Page:
+        """A file at the head: content, encoding, version, size and commit; ``sections``: its heading tree
+        with each section's address and version."""
+        return await self._run(_Calls.read_page(wiki, path, sections))
+
+    async def read_pages(self, wiki: str, paths: list[str], *, sections: bool = False) -> PageSet:
+        """Up to 100 files at one commit, in the order asked, and an error entry per path not read."""
+        return await self._run(_Calls.read_pages(wiki, paths, sections))
 
     async def read_bytes(self, wiki: str, path: str) -> bytes:
         """A file's exact bytes at the head."""
         return (await self.read_page(wiki, path)).data()
 
-    async def search(self, wiki: str, query: str, limit: int = 100) -> list[Match]:
-        """Lines at the head that contain ``query`` (literal, case-insensitive)."""
-        return await self._run(_Calls.search(wiki, query, limit))
+    async def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
+        return await self._run(_Calls.backlinks(wiki, path, limit))
+
+    async def search(
+        self,
+        wiki: str,
+        query: str,
+        limit: int = 100,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = False,
+        prefix: str = "",
+    ) -> list[Match]:
+        """Lines at the head holding ``query`` (literal, or an RE2 pattern with ``regex``), ASCII case
+        ignored unless ``case_sensitive``, in files under ``prefix``: the first ``limit``."""
+        options = SearchOptions(regex, case_sensitive, prefix)
+        return (await self._run(_Calls.search(wiki, query, limit, options))).matches
+
+    async def search_page(
+        self, wiki: str, query: str, limit: int = 100, options: SearchOptions | None = None
+    ) -> MatchList:
+        """One page of search hits and the ``next_cursor`` (pass it in ``options.cursor`` for the next)."""
+        return await self._run(_Calls.search(wiki, query, limit, options or SearchOptions()))
 
     async def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:
         """Commits of ``main``, newest first."""
@@ -411,6 +513,11 @@ class AsyncClient(_Base):
         """Queue a batch; with ``wait`` (True, or seconds) long-poll its job until finished or that long."""
         job = await self._run(_Calls.submit(wiki, batch, idempotency_key))
         return job if job.finished or _budget(wait) == 0 else await self.job(job.job_id, wait=wait)
+
+    async def check(self, wiki: str, batch: Batch | Mapping[str, Any], *, wait: float | bool = True) -> Job:
+        """Dry-run a batch (nothing is committed): its job's result has ``applied``, ``diff`` and
+        ``warnings``, or its error is what the real batch would hit."""
+        return await self.submit(wiki, _dry(batch), wait=wait)
 
     async def job(self, job_id: str, *, wait: float | bool = False) -> Job:
         """A job; with ``wait`` (True, or seconds) long-poll until it is finished or that long."""

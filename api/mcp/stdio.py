@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 from mcp.server.mcpserver import Context
 
-from api.client import AsyncClient, ClientError
+from api.client import AsyncClient, ClientError, SearchOptions
 from api.mcp.tools import Backend, Refused, build_server
-from worker.schema.answers import Job, MatchList, Page, PageList, WikiList
-from worker.schema.edits import Batch
+from worker.schema.answers import BacklinkList, Job, MatchList, Page, PageList, PageSet, WikiList
+from worker.schema.edits import Batch, Limits
 
 
 class ClientBackend:
@@ -34,12 +34,31 @@ class ClientBackend:
         found: PageList = await self._call(self.client.list_pages(wiki, prefix, limit, cursor))
         return found
 
-    async def read_page(self, wiki: str, path: str) -> Page:
-        found: Page = await self._call(self.client.read_page(wiki, path))
+    async def read_page(self, wiki: str, path: str, sections: bool) -> Page:
+        found: Page = await self._call(self.client.read_page(wiki, path, sections=sections))
         return found
 
-    async def search(self, wiki: str, query: str, limit: int) -> MatchList:
-        return MatchList(matches=await self._call(self.client.search(wiki, query, limit)))
+    async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet:
+        found: PageSet = await self._call(self.client.read_pages(wiki, paths, sections=sections))
+        return found
+
+    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList:
+        found: BacklinkList = await self._call(self.client.backlinks(wiki, path, limit))
+        return found
+
+    async def search(
+        self,
+        wiki: str,
+        query: str,
+        limit: int,
+        regex: bool,
+        case_sensitive: bool,
+        prefix: str,
+        cursor: str | None,
+    ) -> MatchList:
+        options = SearchOptions(regex, case_sensitive, prefix, cursor)
+        found: MatchList = await self._call(self.client.search_page(wiki, query, limit, options))
+        return found
 
     async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job:
         job: Job = await self._call(
@@ -56,8 +75,9 @@ class ClientBackend:
         return found
 
 
-def run_stdio(url: str | None = None, token: str | None = None) -> None:
-    """Serve the MCP tools over stdin/stdout against the API at ``url`` (``WIKIQ_URL`` / ``WIKIQ_TOKEN``)."""
+def run_stdio(url: str | None = None, token: str | None = None, limits: Limits | None = None) -> None:
+    """Serve the MCP tools over stdin/stdout against the API at ``url`` (``WIKIQ_URL`` / ``WIKIQ_TOKEN``);
+    ``limits`` are the batch limits the descriptions state (the caller reads them from ``WIKIQ_MAX_*``)."""
     holder: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -69,4 +89,4 @@ def run_stdio(url: str | None = None, token: str | None = None) -> None:
     def backend_for(_: Context) -> Backend:
         return ClientBackend(AsyncClient(url, token, http=holder["http"]))
 
-    build_server(backend_for, lifespan=pool).run("stdio")
+    build_server(backend_for, limits or Limits(), lifespan=pool).run("stdio")

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from worker.errors import WikiqError
+from worker.schema.edits import OPS
 
 log = logging.getLogger("wikiq.api")
 
@@ -99,7 +100,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
         index = int(loc[1])
         loc = loc[2:]
         # the discriminated union puts the op's name in the location: drop it
-        if loc and loc[0] in ("create", "overwrite", "replace", "delete", "rename"):
+        if loc and loc[0] in OPS:
             loc = loc[1:]
     where = ".".join(loc) or "body"
     message = str(first.get("msg", "invalid request"))

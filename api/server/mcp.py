@@ -27,7 +27,7 @@ from api.mcp.tools import Backend, Refused, build_server
 from api.server.auth import Principal, principal
 from api.server.deps import AppState
 from worker.errors import WikiqError
-from worker.schema.answers import ErrorInfo, Job, MatchList, Page, PageList, WikiList
+from worker.schema.answers import BacklinkList, ErrorInfo, Job, MatchList, Page, PageList, PageSet, WikiList
 from worker.schema.edits import Batch
 from worker.service import Service
 
@@ -55,12 +55,40 @@ class ServiceBackend:
         )
         return found
 
-    async def read_page(self, wiki: str, path: str) -> Page:
-        found: Page = await self._call(self.service.reads.read_page(self.caller, wiki, path))
+    async def read_page(self, wiki: str, path: str, sections: bool) -> Page:
+        found: Page = await self._call(self.service.reads.read_page(self.caller, wiki, path, sections))
         return found
 
-    async def search(self, wiki: str, query: str, limit: int) -> MatchList:
-        found: MatchList = await self._call(self.service.reads.search(self.caller, wiki, query, limit))
+    async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet:
+        found: PageSet = await self._call(self.service.reads.read_pages(self.caller, wiki, paths, sections))
+        return found
+
+    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList:
+        found: BacklinkList = await self._call(self.service.links.backlinks(self.caller, wiki, path, limit))
+        return found
+
+    async def search(
+        self,
+        wiki: str,
+        query: str,
+        limit: int,
+        regex: bool,
+        case_sensitive: bool,
+        prefix: str,
+        cursor: str | None,
+    ) -> MatchList:
+        found: MatchList = await self._call(
+            self.service.reads.search(
+                self.caller,
+                wiki,
+                query,
+                limit,
+                regex=regex,
+                prefix=prefix,
+                case_sensitive=case_sensitive,
+                cursor=cursor,
+            )
+        )
         return found
 
     async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job:
@@ -135,7 +163,7 @@ def mount(app: FastAPI, settings: Any) -> None:
         assert isinstance(caller, Principal)
         return ServiceBackend(state.service, caller)
 
-    server = build_server(backend_for)
+    server = build_server(backend_for, settings.limits)
     single_user = settings.tokens_file is None
     security = TransportSecuritySettings(
         # single-user mode listens on loopback only: refuse requests a DNS-rebinding page could forge

@@ -234,6 +234,25 @@ def test_rename_target_outside_prefix_is_refused(secured: Service) -> None:
         assert client.post("/v1/wikis/wa/batches", json=body).status_code == 403
 
 
+@pytest.mark.parametrize(
+    ("edit", "status"),
+    [
+        ({"op": "rename", "path": "wiki/team-a/x", "new_path": "wiki/team-a/y"}, 202),
+        ({"op": "rename", "path": "wiki/team-a/x", "new_path": "wiki/team-a/y", "rewrite_links": True}, 403),
+        ({"op": "replace_across", "prefix": "wiki/team-a/", "old": "a", "new": "b"}, 202),
+        ({"op": "replace_across", "prefix": "wiki/", "old": "a", "new": "b"}, 403),
+        ({"op": "replace_across", "prefix": "wiki/team-a", "old": "a", "new": "b"}, 403),
+    ],
+    ids=["folder-rename", "rewrite-links", "across-inside", "across-wider", "across-partial-segment"],
+)
+def test_refactor_ops_respect_path_prefixes(secured: Service, edit: dict[str, Any], status: int) -> None:
+    """rewrite_links may change any page, so a prefix-limited writer may not ask for it; replace_across
+    is allowed when its prefix lies inside the writer's prefix."""
+    with _as(secured, "carol") as client:
+        answer = client.post("/v1/wikis/wa/batches", json={"message": "m", "edits": [edit], "dry_run": True})
+    assert answer.status_code == status, answer.text
+
+
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
     """Past the per-principal submission limit the API answers 429 RATE_LIMITED with Retry-After."""
     service = Service(tmp_path, WIKIQ_RATE_LIMIT_SUBMISSIONS="3", WIKIQ_RATE_LIMIT_WINDOW_SECONDS="30").start(

@@ -346,3 +346,41 @@ def test_token_and_url_flags_override_environment(tmp_path: Path) -> None:
         assert refused["error"]["code"] == "UNAUTHORIZED"
     finally:
         service.stop()
+
+
+def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
+    """submit --dry-run prints the colored diff and the warnings and commits nothing; outline, backlinks
+    and search --regex/--prefix/--case-sensitive print what refactors need."""
+    wiki = new_wiki(svc, "refactor")
+    head = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"]
+    rename = {"op": "rename", "path": "wiki/beta.md", "new_path": "wiki/b/beta2.md", "rewrite_links": True}
+    rename["expected_version"] = svc.page(wiki, "wiki/beta.md")["version"]
+    create = {"op": "create", "path": "wiki/new.md", "content": "# New\n\n[[missing]]\n"}
+    dry = wikiq(
+        "submit", wiki, batch_file(tmp_path, rename, create), "--dry-run", url=svc.url, FORCE_COLOR="1"
+    )
+    assert dry.returncode == 0, dry.stderr
+    text = out(dry)
+    assert "no commit (dry run)" in text and "rewrite_links" in text
+    assert "\x1b[" in text  # rich colors the diff
+    plain = wikiq("submit", wiki, batch_file(tmp_path, rename, create), "--dry-run", url=svc.url)
+    shown = out(plain)
+    assert "wiki/beta.md -> wiki/b/beta2.md" in shown and "+links to [[beta2]]" in shown
+    assert "LINK_BROKEN" in shown and "NOT_IN_INDEX" in shown
+    job = as_json(wikiq("submit", wiki, batch_file(tmp_path, rename), "--dry-run", "--json", url=svc.url))
+    assert job["dry_run"] is True and job["result"]["warnings"] == [] and job["result"]["diff"]
+    assert svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"] == head
+
+    outline = wikiq("outline", wiki, "wiki/alpha.md", url=svc.url)
+    assert outline.returncode == 0 and "1-2" in out(outline) and "Alpha" in out(outline)
+    links = wikiq("backlinks", wiki, "wiki/beta.md", url=svc.url)
+    assert links.returncode == 0 and out(links) == "wiki/alpha.md:2: [[beta]]\n"
+    regex = wikiq("search", wiki, r"^#\s+\w+$", "--regex", "--prefix", "wiki/", url=svc.url)
+    assert out(regex) == "wiki/alpha.md:1: # Alpha\nwiki/beta.md:1: # Beta\n"
+    exact = wikiq("search", wiki, "ALPHA", "--case-sensitive", url=svc.url)
+    assert exact.returncode == 0 and out(exact) == ""
+    first = wikiq("search", wiki, "#", "--limit", "1", url=svc.url)
+    assert b"more: --cursor " in first.stderr
+    cursor = first.stderr.decode().split("--cursor ", 1)[1].strip()
+    rest = wikiq("search", wiki, "#", "--cursor", cursor, url=svc.url)
+    assert out(first).splitlines()[0] not in out(rest).splitlines()

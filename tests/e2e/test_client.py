@@ -187,3 +187,36 @@ async def test_async_client(svc: Service) -> None:
     async with AsyncClient(f"http://127.0.0.1:{free_port()}") as closed:
         with pytest.raises(ConnectionFailed):
             await closed.list_wikis()
+
+
+def test_refactor_reads_and_check(svc: Service, client: Client) -> None:
+    """read_pages, sections, backlinks, search pages with a cursor, and check (a dry run with a diff)."""
+    from api.client import SearchOptions
+
+    wiki = new_wiki(svc, "refactor")
+    edits = [
+        create("wiki/a.md", "# A\n\n## Part\n\nsee [[b]]\n"),
+        create("wiki/b.md", "# B\n\nback to [[a]]\n"),
+    ]
+    client.submit(wiki, {"message": "seed", "edits": edits}, wait=True)
+    found = client.read_pages(wiki, ["wiki/b.md", "wiki/none.md", "wiki/a.md"], sections=True)
+    assert [p.path for p in found.pages] == ["wiki/b.md", "wiki/a.md"]
+    assert [e.code for e in found.errors] == ["NOT_FOUND"]
+    assert [s.address for s in found.pages[1].sections or []] == ["A", "Part"]
+    page = client.read_page(wiki, "wiki/a.md", sections=True)
+    assert page.sections is not None and page.sections[1].version == found.pages[1].sections[1].version  # type: ignore[index]
+    links = client.backlinks(wiki, "wiki/b.md")
+    assert [(b.path, b.line, b.text) for b in links.backlinks] == [("wiki/a.md", 5, "[[b]]")]
+    first = client.search_page(wiki, "[[", limit=1)
+    assert len(first.matches) == 1 and first.next_cursor
+    rest = client.search_page(wiki, "[[", limit=10, options=SearchOptions(cursor=first.next_cursor))
+    assert [m.path for m in first.matches + rest.matches] == ["wiki/a.md", "wiki/b.md"]
+    assert [m.line for m in client.search(wiki, r"^#+ \w+$", regex=True, prefix="wiki/a")] == [1, 3]
+    checked = client.check(
+        wiki,
+        {"message": "m", "edits": [{"op": "delete", "path": "wiki/b.md", "expected_version": links.version}]},
+    )
+    assert checked.status == "succeeded" and checked.dry_run and checked.result is not None
+    assert checked.result.diff is not None and checked.result.diff[0].path == "wiki/b.md"
+    assert [(w.code, w.path) for w in checked.result.warnings or []] == [("LINK_BROKEN", "wiki/a.md")]
+    assert client.read_page(wiki, "wiki/b.md").version == links.version

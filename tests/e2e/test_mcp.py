@@ -22,7 +22,19 @@ from mcp.types import CallToolResult
 from tests.e2e.service import Service
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"list_wikis", "list_pages", "read_page", "search_wiki", "write_batch", "get_job", "cancel_job"}
+TOOLS = {
+    "list_wikis",
+    "list_pages",
+    "read_page",
+    "read_pages",
+    "page_outline",
+    "search_wiki",
+    "find_backlinks",
+    "check_batch",
+    "write_batch",
+    "get_job",
+    "cancel_job",
+}
 _serial = itertools.count()
 
 
@@ -76,7 +88,7 @@ def seed(svc: Service) -> str:
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
 async def test_tools_listed_with_honest_annotations(svc: Service, transport: str) -> None:
-    """The seven tools are listed with descriptions, output schemas and annotations true to what they do."""
+    """The tools are listed with descriptions, output schemas and annotations true to what they do."""
     async with connect(svc, transport) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(tools) == TOOLS

@@ -184,13 +184,21 @@ def test_expected_version_mismatch(edit: Edit) -> None:
     assert refused(std(), [create("wiki/n.md"), edit]) == ("VERSION_MISMATCH", 1)
 
 
-def test_expected_version_is_the_head_version_even_after_an_earlier_edit() -> None:
-    """A second edit of a head path still names the head's version, not the intermediate one."""
+def test_expected_version_may_be_the_head_version_or_one_the_batch_produced() -> None:
+    """Rule 2 (amended): a later edit of a head path may name the head's version or any version an
+    earlier edit of the batch gave it (chained); any other version is VERSION_MISMATCH naming both."""
     h = std()
     first = overwrite("wiki/a.md", "mid\n", v(A))
-    assert refused(h, [first, overwrite("wiki/a.md", "end\n", v(b"mid\n"))]) == ("VERSION_MISMATCH", 1)
-    plan = preflight(h, [first, overwrite("wiki/a.md", "end\n", v(A))])
-    assert result(h, plan)["wiki/a.md"] == b"end\n"
+    for expected in (v(A), v(b"mid\n")):
+        plan = preflight(h, [first, overwrite("wiki/a.md", "end\n", expected)])
+        assert result(h, plan)["wiki/a.md"] == b"end\n"
+    chained = [first, overwrite("wiki/a.md", "end\n", v(b"mid\n")), delete("wiki/a.md", v(b"mid\n"))]
+    assert "wiki/a.md" not in result(h, preflight(h, chained))
+    with pytest.raises(BatchRejected) as info:
+        preflight(h, [first, overwrite("wiki/a.md", "end\n", v(b"never"))])
+    assert (info.value.code, info.value.index) == ("VERSION_MISMATCH", 1)
+    assert v(A) in info.value.message and v(b"mid\n") in info.value.message
+    assert "head version" in info.value.message and "this batch produced" in info.value.message
 
 
 def test_expected_version_ignored_for_path_created_in_batch() -> None:

@@ -1,8 +1,10 @@
 """Property tests: preflight agrees with a tiny independent replayer, in memory and on a real git repo.
 
-The reference below re-states contract 3.1 for a small path alphabet: it applies edits one by one to a plain
-dict and says which edit fails and with which codes (any of them is acceptable when an edit breaks several
-rules at once). It shares no code with ``worker.engine``; versions come from ``hashlib`` directly.
+The reference below re-states contract 3.1 (with rule 2 as amended: the head version or any version an
+earlier edit gave the path) and, of section 7, ``append`` and folder renames, for a small path alphabet:
+it applies edits one by one to a plain dict and says which edit fails and with which codes (any of them is
+acceptable when an edit breaks several rules at once). It shares no code with ``worker.engine``; versions
+come from ``hashlib`` directly.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.gitutil import tree_files
 from worker.engine import DictHead, preflight
 from worker.errors import BatchRejected
 from worker.git import GitStore, Identity
-from worker.schema.edits import Create, Delete, Edit, Overwrite, Rename, Replace
+from worker.schema.edits import Append, Create, Delete, Edit, Overwrite, Rename, Replace
 
 HEAD_PATHS = [
     "wiki/a.md",
@@ -40,6 +42,14 @@ HEAD_PATHS = [
 ]
 EDIT_PATHS = [*HEAD_PATHS, "wiki/e.md"]
 BAD_PATH = "wiki/../x.md"  # the one refused shape in the alphabet
+FOLDERS = [
+    "wiki/d",
+    "wiki/d",
+    "wiki",
+    "wiki/a.md",
+    "raw",
+]  # folder renames (wiki/a.md is a folder in some heads)
+FOLDER_TARGETS = ["wiki/f", "wiki/d/g", "wiki/d", "wiki/b.md", "raw/f", "other"]
 CONTENTS = [b"", b"a", b"aa", b"ab\n", b"b\r\n", b"\xffa"]
 TEXTS = ["", "a", "aa", "ab\n", "b\r\n", "ba"]
 OLDS = ["a", "b", "\n", "ab", ""]
@@ -63,6 +73,7 @@ class Accepted:
 
 
 def _zone_codes(op: str, path: str) -> set[str]:
+    op = "replace" if op == "append" else op
     if path.startswith("wiki/"):
         return set()
     if path.startswith("raw/"):
@@ -80,11 +91,25 @@ def _content(edit: Create | Overwrite) -> bytes:
     return base64.b64decode(edit.content) if edit.encoding == "base64" else edit.content.encode()
 
 
+def _line_break(data: bytes) -> bytes:
+    """The line break an append puts first: the one the text last used (a CR without LF only when the
+    text has no LF at all), else LF."""
+    lf = data.rfind(b"\n")
+    if lf >= 0:
+        return b"\r\n" if data[:lf].endswith(b"\r") else b"\n"
+    return b"\r" if b"\r" in data else b"\n"
+
+
 def replay(head: dict[str, bytes], edits: list[Edit]) -> Accepted | Refused:
-    """Apply ``edits`` one by one to a copy of ``head`` as contract 3.1 describes."""
+    """Apply ``edits`` one by one to a copy of ``head`` as contract 3.1 (and 7) describes."""
     files = dict(head)
     created: set[str] = set()
+    seen: dict[str, set[str]] = {}  # every version an edit of the batch gave a path
     applied: list[dict[str, object]] = []
+
+    def record(path: str) -> None:
+        seen.setdefault(path, set()).add(git_blob_id(files[path]))
+
     for i, edit in enumerate(edits):
         codes: set[str] = set()
         targets = [edit.path, edit.new_path] if isinstance(edit, Rename) else [edit.path]
@@ -103,17 +128,47 @@ def replay(head: dict[str, bytes], edits: list[Edit]) -> Accepted | Refused:
                 return Refused(i, {"PATH_EXISTS"})
             files[path] = _content(edit)
             created.add(path)
+            record(path)
             applied.append({"index": i, "op": "create", "path": path, "version": git_blob_id(files[path])})
+            continue
+        if isinstance(edit, Rename) and path not in files:
+            under = sorted(p for p in files if p.startswith(path + "/"))
+            if not under:
+                return Refused(i, {"NOT_FOUND"})
+            moves = {p: edit.new_path + p[len(path) :] for p in under}
+            if edit.expected_version is not None:
+                codes.add("INVALID_BATCH")
+            if edit.new_path == path or any(n in files and n not in moves for n in moves.values()):
+                codes.add("PATH_EXISTS")
+            if any(_bad_shape(n) for n in moves.values()):
+                codes.add("INVALID_PATH")
+            if codes:
+                return Refused(i, codes)
+            moved = {n: files.pop(o) for o, n in moves.items()}
+            files.update(moved)
+            for old, new in moves.items():
+                created.add(new)
+                record(new)
+                version = git_blob_id(files[new])
+                applied.append({"index": i, "op": "rename", "path": old, "new_path": new, "version": version})
             continue
         if path not in files:
             return Refused(i, {"NOT_FOUND"})
+        required = not isinstance(edit, Append)
         if path not in created:
             if edit.expected_version is None:
-                codes.add("VERSION_REQUIRED")
-            elif edit.expected_version != git_blob_id(head[path]):
+                if required:
+                    codes.add("VERSION_REQUIRED")
+            elif edit.expected_version != git_blob_id(head[path]) and edit.expected_version not in seen.get(
+                path, ()
+            ):
                 codes.add("VERSION_MISMATCH")
         if isinstance(edit, Overwrite):
             new = _content(edit)
+        elif isinstance(edit, Append):
+            data = files[path]
+            first = _line_break(data) if data and not data.endswith((b"\n", b"\r")) else b""
+            new = data + first + edit.content.encode()
         elif isinstance(edit, Replace):
             count = files[path].count(edit.old.encode())
             if count == 0:
@@ -127,8 +182,9 @@ def replay(head: dict[str, bytes], edits: list[Edit]) -> Accepted | Refused:
             codes.add("PATH_EXISTS")
         if codes:
             return Refused(i, codes)
-        if isinstance(edit, Overwrite | Replace):
+        if isinstance(edit, Overwrite | Replace | Append):
             files[path] = new
+            record(path)
             applied.append({"index": i, "op": edit.op, "path": path, "version": git_blob_id(new)})
         elif isinstance(edit, Delete):
             del files[path]
@@ -136,6 +192,7 @@ def replay(head: dict[str, bytes], edits: list[Edit]) -> Accepted | Refused:
         elif isinstance(edit, Rename):
             files[edit.new_path] = files.pop(path)
             created.add(edit.new_path)
+            record(edit.new_path)
             version = git_blob_id(files[edit.new_path])
             applied.append(
                 {"index": i, "op": "rename", "path": path, "new_path": edit.new_path, "version": version}
@@ -176,11 +233,13 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, bytes], list[Edit]]:
         return draw(st.sampled_from([*EDIT_PATHS, BAD_PATH]))
 
     def version(path: str) -> str | None:
-        choice = draw(st.sampled_from(["head", "head", "head", "head", "none", "wrong"]))
+        choice = draw(st.sampled_from(["head", "head", "head", "chained", "chained", "none", "wrong"]))
         if choice == "none":
             return None
         if choice == "wrong":
             return WRONG
+        if choice == "chained" and path in alive:  # what an earlier edit of the batch left there
+            return git_blob_id(alive[path])
         return git_blob_id(head[path]) if path in head else None
 
     def content() -> tuple[str, Literal["utf-8", "base64"], bytes]:
@@ -200,7 +259,19 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, bytes], list[Edit]]:
     edits: list[Edit] = []
     for _ in range(draw(st.integers(1, 4))):
         op = draw(
-            st.sampled_from(["create", "create", "overwrite", "replace", "replace", "delete", "rename"])
+            st.sampled_from(
+                [
+                    "create",
+                    "create",
+                    "overwrite",
+                    "replace",
+                    "replace",
+                    "delete",
+                    "rename",
+                    "append",
+                    "folder",
+                ]
+            )
         )
         edit: Edit
         if op == "create":
@@ -217,15 +288,32 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, bytes], list[Edit]]:
             alive[path] = data
         elif op == "replace":
             path = pick(existing=True)
-            edit = Replace(
-                op="replace",
-                path=path,
-                old=old(path),
-                new=draw(st.sampled_from(NEWS)),
-                expected_version=version(path),
-                replace_all=draw(st.booleans()),
-                expected_count=draw(st.sampled_from([None, None, 1, 2])),
+            fields = {
+                "op": "replace",
+                "path": path,
+                "old": old(path),
+                "new": draw(st.sampled_from(NEWS)),
+                "expected_version": version(path),
+                "replace_all": draw(st.booleans()),
+                "expected_count": draw(st.sampled_from([None, None, 1, 2])),
+            }
+            edit = Replace(**fields)
+        elif op == "append":
+            path = pick(existing=True)
+            text = draw(st.sampled_from([t for t in TEXTS if t]))
+            maybe = draw(st.sampled_from([None, None, "version"]))
+            edit = Append(
+                op="append", path=path, content=text, expected_version=version(path) if maybe else None
             )
+        elif op == "folder":
+            path = draw(st.sampled_from(FOLDERS))
+            new_path = draw(st.sampled_from(FOLDER_TARGETS))
+            versioned = draw(st.integers(0, 5)) == 0
+            edit = Rename(
+                op="rename", path=path, new_path=new_path, expected_version=WRONG if versioned else None
+            )
+            for p in [p for p in alive if p.startswith(path + "/")]:
+                alive[new_path + p[len(path) :]] = alive.pop(p)
         elif op == "delete":
             path = pick(existing=True)
             edit = Delete(op="delete", path=path, expected_version=version(path))

@@ -18,7 +18,6 @@ nested wiki); a pack costs two. Packs pile up instead, so ``Maintenance`` rolls 
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -45,6 +44,8 @@ from worker.git.objects import (
 )
 from worker.git.objects import object_id as raw_object_id
 from worker.git.refs import read_ref, swap_main, sync_filesystem
+from worker.git.search import SearchHit
+from worker.git.search import search as run_search
 from worker.git.snapshot import FILE_MODE, CommitTrees, Snapshot, TreeCache
 
 GITLINK_MODE = 0o160000  # a submodule's entry: not a file of the wiki
@@ -202,31 +203,30 @@ class WikiRepo:
                 out.append(FileEntry(path, oid, self.blob_size(oid)))
         return True
 
-    def search(self, commit: str, query: str, limit: int) -> list[tuple[str, int, str]]:
-        """Up to ``limit`` ``(path, line, text)`` holding ``query`` (literal, any case) at ``commit``."""
-        args = ["git", "--git-dir", str(self.path), "grep", "-I", "-i", "-F", "-n", "-z", "--no-color"]
-        process = subprocess.Popen(
-            [*args, "-e", query, commit], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    def search(
+        self,
+        commit: str,
+        query: str,
+        *,
+        regex: bool = False,
+        case_sensitive: bool = False,
+        prefix: str = "",
+        limit: int = 100,
+        after: tuple[str, int] | None = None,
+    ) -> list[SearchHit]:
+        """Up to ``limit`` lines at ``commit`` holding ``query`` (literal) or where a match of it starts (an
+        RE2 pattern, with ``regex``), ASCII case ignored unless ``case_sensitive``, in files under
+        ``prefix``, after the ``(path, line)`` ``after``; in path then line order (``worker.git.search``)."""
+        return run_search(
+            self,
+            commit,
+            query,
+            regex=regex,
+            case_sensitive=case_sensitive,
+            prefix=prefix,
+            limit=limit,
+            after=after,
         )
-        assert process.stdout is not None
-        matches: list[tuple[str, int, str]] = []
-        prefix = commit.encode() + b":"
-        try:
-            for raw in process.stdout:
-                path, number, text = raw.rstrip(b"\n").split(b"\x00", 2)
-                matches.append(
-                    (
-                        path.removeprefix(prefix).decode("utf-8", "replace"),
-                        int(number),
-                        text.decode("utf-8", "replace"),
-                    )
-                )
-                if len(matches) >= limit:
-                    break
-        finally:
-            process.kill()
-            process.wait()
-        return matches
 
     def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:
         """Up to ``limit`` commits of ``main`` (first-parent), newest first."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from worker.engine.markdown import FileIndex
+from worker.git.grep import files_mentioning, read_blobs
 from worker.git.objects import TREE_MODE, Tree
 
 if TYPE_CHECKING:
@@ -81,6 +83,33 @@ class CommitTrees:
 
 
 _UNSEEN = Tree([], [])  # marker: a folder the snapshot has not looked up yet
+READ_MANY_FROM = 32  # from this many files on, one git cat-file reads them (git resolves deltas in C)
+
+
+class FileIndexes:
+    """``FileIndex`` of a tree by tree id, the few most recent (a batch that rewrites links builds one
+    over every file; the next batch of the same wiki mostly starts from the same tree). Thread-safe."""
+
+    def __init__(self, capacity: int = 4) -> None:
+        self.capacity = capacity
+        self.indexes: OrderedDict[str, FileIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tree: str) -> FileIndex | None:
+        with self._lock:
+            found = self.indexes.get(tree)
+            if found is not None:
+                self.indexes.move_to_end(tree)
+            return found
+
+    def put(self, tree: str, index: FileIndex) -> None:
+        with self._lock:
+            self.indexes[tree] = index
+            while len(self.indexes) > self.capacity:
+                self.indexes.popitem(last=False)
+
+
+FILE_INDEXES = FileIndexes()
 
 
 class Snapshot:
@@ -144,6 +173,53 @@ class Snapshot:
         entry = self._entry(folder)
         if entry is not None and entry[0] == TREE_MODE:
             yield from self._walk(entry[1], folder + "/")
+
+    def paths(self) -> Iterator[str]:
+        """Every file path of the tree (regular files, as ``version`` sees them)."""
+        if self.tree is not None:
+            yield from self._walk_files(self.tree, "")
+
+    def _walk_files(self, tree: str, prefix: str) -> Iterator[str]:
+        for name, (mode, oid) in self.repo.tree(tree).items():
+            if mode == TREE_MODE:
+                yield from self._walk_files(oid, f"{prefix}{name}/")
+            elif mode in (FILE_MODE, EXEC_MODE):
+                yield prefix + name
+
+    def file_index(self) -> FileIndex:
+        """The ``FileIndex`` of every file of the tree (cached by tree id, process-wide)."""
+        if self.tree is None:
+            return FileIndex(())
+        found = FILE_INDEXES.get(self.tree)
+        if found is None:
+            found = FileIndex(self.paths())
+            FILE_INDEXES.put(self.tree, found)
+        return found
+
+    def read_many(self, paths: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of the files at ``paths``; many at once come from one ``git cat-file --batch``."""
+        if len(paths) < READ_MANY_FROM:
+            return {path: self.read(path) for path in paths}
+        versions = []
+        for path in paths:
+            version = self.version(path)
+            if version is None:
+                raise KeyError(path)
+            versions.append(version)
+        return dict(zip(paths, read_blobs(self.repo.path, versions), strict=True))
+
+    def mentioning(self, needles: Sequence[str]) -> list[str] | None:
+        """Paths of the files whose bytes contain one of ``needles``, ASCII case ignored (``git grep``);
+        None when a needle has nothing to search for on one line."""
+        if self.tree is None:
+            return []
+        lines = []
+        for needle in needles:
+            longest = max(needle.replace("\r", "\n").split("\n"), key=len)
+            if not longest:
+                return None
+            lines.append(longest)
+        return files_mentioning(self.repo.path, self.tree, lines)
 
     def _walk(self, tree: str, prefix: str) -> Iterator[str]:
         for name, (mode, oid) in self.repo.tree(tree).items():

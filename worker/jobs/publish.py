@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from worker import faults
-from worker.engine import Plan, preflight
+from worker.engine import Plan, preflight, review
 from worker.engine.paths import ZonePolicy
-from worker.errors import BatchRejected, RefMoved, WikiqError
+from worker.errors import BatchRejected, RefMoved
 from worker.git import Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.git.refs import break_stale_locks, read_ref
@@ -53,8 +53,9 @@ from worker.jobs.context import Deps
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
+from worker.jobs.results import error_info, job_result
 from worker.jobs.wikis import Wikis
-from worker.schema.answers import Applied, ErrorInfo, JobResult
+from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Limits
 
 log = logging.getLogger("wikiq.publish")
@@ -100,14 +101,6 @@ class Published:
     commits: list[tuple[Plan, int]] = field(default_factory=list)
 
 
-def _result(commit: str | None, plan: Plan) -> JobResult:
-    return JobResult(commit=commit, applied=[Applied.model_validate(a.to_dict()) for a in plan.applied])
-
-
-def _error(exc: WikiqError) -> ErrorInfo:
-    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
-
-
 def _view(repo: WikiRepo, commit: str | None) -> Snapshot:
     """The engine's view of ``commit`` (None: an empty branch, an empty tree)."""
     return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
@@ -141,13 +134,14 @@ def _decide(
         if mine is not None:
             parents = repo.commit_info(mine).parents
             plan = preflight(_view(repo, parents[0] if parents else None), batch.edits, policy, limits)
-            return Outcome(record.job_id, _result(mine, plan)), None
+            return Outcome(record.job_id, job_result(mine, plan)), None
     try:
         plan = preflight(_view(repo, head), batch.edits, policy, limits)
     except BatchRejected as exc:
-        return Outcome(record.job_id, error=_error(exc)), None
+        return Outcome(record.job_id, error=error_info(exc)), None
     if batch.dry_run:
-        return Outcome(record.job_id, _result(None, plan)), None
+        seen = review(_view(repo, head), plan, policy)
+        return Outcome(record.job_id, job_result(None, plan, seen)), None
     return Outcome(record.job_id), plan
 
 
@@ -180,7 +174,7 @@ def publish_round(
             assert record.batch is not None
             author = Identity(record.author.name, record.author.email)
             head = repo.write_commit(plan, head, record.batch.message, author, job_id=record.job_id)
-            outcome.result = _result(head, plan)
+            outcome.result = job_result(head, plan)
             commits.append((plan, len(record.batch.edits)))
         outcomes.append(outcome)
     if not commits:
@@ -283,7 +277,7 @@ class Publisher:
                 now = time.monotonic()
                 waited_since = now if waited_since is None else waited_since
                 if now - waited_since >= settings.remote_wait_seconds:
-                    return [Outcome(m.record.job_id, error=_error(exc)) for m in members]
+                    return [Outcome(m.record.job_id, error=error_info(exc)) for m in members]
                 log.warning("remote %s unavailable (%s); waiting %.1f s", remote.name, exc.message, backoff)
             except _Moved:
                 telemetry.cas_retry("remote_moved")
@@ -294,13 +288,13 @@ class Publisher:
                         f"the branch of remote {remote.name!r} kept moving while we published "
                         f"({moved} attempts); submit the batch again"
                     )
-                    return [Outcome(m.record.job_id, error=_error(error)) for m in members]
+                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
                 continue  # fetch and check again at once
             except _Refused as exc:
                 refused += 1
                 if refused >= settings.remote_push_attempts:
                     error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
-                    return [Outcome(m.record.job_id, error=_error(error)) for m in members]
+                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
                 log.warning("remote %s refused the push (%s); trying again", remote.name, exc.reason)
             else:
                 if done.pushed:

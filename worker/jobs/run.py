@@ -21,7 +21,7 @@ from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.engine import Plan, preflight
+from worker.engine import preflight, review
 from worker.engine.paths import ZonePolicy
 from worker.errors import RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
@@ -31,18 +31,13 @@ from worker.jobs.context import Deps, JobContext
 from worker.jobs.publish import Outcome
 from worker.jobs.queue import schedule_first
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
-from worker.schema.answers import Applied, ErrorInfo, JobResult
+from worker.jobs.results import error_info, job_result
+from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Limits
 
 log = logging.getLogger("wikiq.worker")
 MAX_SWAPS = 50
 RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
-
-
-def _result(commit: str | None, plan: Plan) -> JobResult:
-    return JobResult(
-        commit=commit, applied=[Applied.model_validate(entry.to_dict()) for entry in plan.applied]
-    )
 
 
 def run_batch(
@@ -65,11 +60,12 @@ def run_batch(
             if mine is not None:
                 parents = repo.commit_info(mine).parents
                 before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
-                return _result(mine, preflight(before, batch.edits, policy, limits))
+                return job_result(mine, preflight(before, batch.edits, policy, limits))
         head = repo.head()
-        plan = preflight(repo.snapshot(head), batch.edits, policy, limits)
+        snapshot = repo.snapshot(head)
+        plan = preflight(snapshot, batch.edits, policy, limits)
         if batch.dry_run:
-            return _result(None, plan)
+            return job_result(None, plan, review(snapshot, plan, policy))
         try:
             commit = repo.commit_plan(plan, head, batch.message, author, job_id=record.job_id)
         except RefLocked:
@@ -85,7 +81,7 @@ def run_batch(
             maybe_ran = True
             continue
         telemetry.commit_written(plan, len(batch.edits))
-        return _result(commit, plan)
+        return job_result(commit, plan)
     raise WikiqError(f"main kept moving; gave up after {MAX_SWAPS} attempts", code="INTERNAL")
 
 
@@ -152,16 +148,12 @@ async def _schedule_webhook(ctx: JobContext, record: JobRecord | None) -> None:
         raise await _again(ctx) from exc
 
 
-def _error(exc: WikiqError) -> ErrorInfo:
-    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
-
-
 async def _retry_or_give_up(ctx: JobContext, deps: Deps, job_id: str, exc: Exception) -> ErrorInfo:
     """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
     if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
         telemetry.job_retry(job_id, exc)
         raise await _again(ctx) from exc
-    return _error(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
+    return error_info(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
 
 
 async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
@@ -180,7 +172,7 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
     telemetry.job_started(record)
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        await _finish_job(ctx, deps, job_id, None, _error(gave_up))
+        await _finish_job(ctx, deps, job_id, None, error_info(gave_up))
         return "failed"
     stop = asyncio.Event()
     work = asyncio.ensure_future(_apply(ctx, deps, record, stop))
@@ -217,7 +209,7 @@ async def _apply(ctx: JobContext, deps: Deps, record: JobRecord, stop: asyncio.E
         return [Outcome(record.job_id, result)]
     except WikiqError as exc:
         if exc.code != "INTERNAL":
-            return [Outcome(record.job_id, error=_error(exc))]
+            return [Outcome(record.job_id, error=error_info(exc))]
         return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise await _again(ctx) from exc

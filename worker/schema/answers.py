@@ -26,17 +26,17 @@ class Answer(BaseModel):
 class ErrorInfo(Answer):
     """The contract's error object: a stable code, a message, the failing edit's index (or None)."""
 
-    code: str
-    message: str
-    index: int | None = None
+    code: str = Field(description="the stable error code (contract 3.3)")
+    message: str = Field(description="what went wrong and what to do")
+    index: int | None = Field(default=None, description="the failing edit's index, or null")
 
 
 class WikiInfo(Answer):
     """A wiki and its head commit; for a wiki kept in a git remote, the remote's name, when wikiq last
     published to it, and problems found in its tree when it was attached."""
 
-    id: str
-    head: str | None = None
+    id: str = Field(description="the wiki's id")
+    head: str | None = Field(default=None, description="the commit main points at; null for an empty wiki")
     remote: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the remote's name")
     published_at: str | None = Field(
         default=None, exclude_if=lambda v: v is None, description="when wikiq last pushed to the remote"
@@ -49,27 +49,52 @@ class WikiInfo(Answer):
 class PageInfo(Answer):
     """A file at the head: path, version (git blob id) and size in bytes."""
 
-    path: str
-    version: str
-    size: int
+    path: str = Field(description="the file's path")
+    version: str = Field(description="its version: the git blob id of its bytes (an edit's expected_version)")
+    size: int = Field(description="its size in bytes")
 
 
 class PageList(Answer):
     """One page of a listing; pass ``next_cursor`` back for the next."""
 
-    pages: list[PageInfo]
-    next_cursor: str | None = None
+    pages: list[PageInfo] = Field(description="the files, sorted by path")
+    next_cursor: str | None = Field(
+        default=None, description="pass it back as cursor for more; null on the last page"
+    )
+
+
+class SectionInfo(Answer):
+    """One section of a page's heading tree: its heading's level and text, the path of ancestor headings
+    (``"Parent > Child"``), an ``address`` that finds exactly this section in a section op's ``heading``,
+    its lines (1-based, ``end_line`` inclusive) and its ``version`` (the blob id of the section's text,
+    a section op's ``expected_section_version``)."""
+
+    level: int = Field(description="the heading's level, 1 to 6")
+    heading: str = Field(description="the heading's text")
+    path: str = Field(description="the heading texts from the top section down to this one, joined by ' > '")
+    address: str = Field(description="what a section op's heading takes to find exactly this section")
+    line: int = Field(description="the heading's line, 1-based")
+    end_line: int = Field(description="the section's last line (subsections included), 1-based, inclusive")
+    version: str = Field(
+        description="the blob id of the section's text: a section op's expected_section_version"
+    )
 
 
 class Page(Answer):
-    """A file's content at the head, with its version and the commit it was read at."""
+    """A file's content at the head, with its version and the commit it was read at; ``sections`` (the
+    heading tree) when asked for, and only for UTF-8 text."""
 
-    path: str
-    version: str
-    content: str
-    encoding: Literal["utf-8", "base64"] = "utf-8"
-    size: int
-    commit: str | None = None
+    path: str = Field(description="the file's path")
+    version: str = Field(description="its version: the git blob id of its bytes (an edit's expected_version)")
+    content: str = Field(description="the exact content: the text itself (utf-8) or base64 of the bytes")
+    encoding: Literal["utf-8", "base64"] = Field(
+        default="utf-8", description="utf-8, or base64 for bytes that are not UTF-8"
+    )
+    size: int = Field(description="its size in bytes")
+    commit: str | None = Field(default=None, description="the commit it was read at")
+    sections: list[SectionInfo] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the heading tree, when sections=true"
+    )
 
     def data(self) -> bytes:
         """The file's exact bytes."""
@@ -77,54 +102,138 @@ class Page(Answer):
 
 
 class Match(Answer):
-    """A search hit: path, 1-based line number and the line's text."""
+    """A search hit: path, 1-based line number, the line's text and the page's version."""
 
-    path: str
-    line: int
-    text: str
+    path: str = Field(description="the matching file")
+    line: int = Field(description="the line's number, 1-based")
+    text: str = Field(description="the line, without its line feed (cut around the match when very long)")
+    version: str | None = Field(
+        default=None, description="the matching page's version (its expected_version)"
+    )
+
+
+class PageError(Answer):
+    """A path of a many-pages read that has no answer: the error code and message it would have had."""
+
+    path: str = Field(description="the path asked for")
+    code: str = Field(description="why it was not read: NOT_FOUND, INVALID_PATH, BATCH_TOO_LARGE")
+    message: str = Field(description="what to do")
+
+
+class PageSet(Answer):
+    """``POST /v1/wikis/{wiki}/pages:read``: the pages found, in the order asked, and an error per path
+    that could not be read (missing, invalid, over the size budget)."""
+
+    commit: str | None = Field(default=None, description="the commit every page was read at")
+    pages: list[Page] = Field(description="the pages read, in the order asked")
+    errors: list[PageError] = Field(default_factory=list, description="one entry per path not read")
+
+
+class Backlink(Answer):
+    """A link to a page: the linking page, the link's 1-based line, its source text, the page's version."""
+
+    path: str = Field(description="the linking page")
+    line: int = Field(description="the link's line, 1-based")
+    text: str = Field(description="the link as written")
+    version: str = Field(description="the linking page's version")
+
+
+class BacklinkList(Answer):
+    """``GET /v1/wikis/{wiki}/backlinks?path=``: every link (outside code) that resolves to ``path``, by
+    linking page then line; ``truncated`` when cut at ``limit``."""
+
+    path: str = Field(description="the page linked to")
+    version: str = Field(description="its version")
+    commit: str | None = Field(default=None, description="the commit the links were read at")
+    backlinks: list[Backlink] = Field(description="every link to the page, by linking page then line")
+    truncated: bool = Field(default=False, description="true when there were more links than the limit")
 
 
 class Author(Answer):
     """A commit's author."""
 
-    name: str
-    email: str
+    name: str = Field(description="the author's name")
+    email: str = Field(description="the author's email")
 
 
 class CommitInfo(Answer):
     """A commit of ``main``, with the job that made it (None for commits wikiq did not make)."""
 
-    commit: str
-    message: str
-    author: Author
-    time: str
-    job_id: str | None = None
+    commit: str = Field(description="the commit id")
+    message: str = Field(description="the commit message")
+    author: Author = Field(description="who made it")
+    time: str = Field(description="when, ISO 8601 UTC")
+    job_id: str | None = Field(
+        default=None, description="the job that made it; null for commits wikiq did not make"
+    )
 
 
 class Applied(Answer):
-    """One applied edit: its index, op, path (and ``new_path`` on a rename), the version after it."""
+    """One applied change: the edit's index, the op, the path (and ``new_path`` on a rename), the path's
+    version after it, and ``count`` (links rewritten, occurrences replaced) on rewrite_links and
+    replace_across entries. A folder rename has one entry per moved file, a rename with rewrite_links one
+    more per rewritten page, a replace_across one per changed page."""
 
-    index: int
-    op: str
-    path: str
+    index: int = Field(description="the edit's index in the batch")
+    op: str = Field(description="the op, or rewrite_links for a page a rename rewrote")
+    path: str = Field(description="the path it changed")
     new_path: str | None = Field(default=None, exclude_if=lambda v: v is None, description="renames only")
     version: str | None = Field(description="the path's version after the edit; null once deleted")
+    count: int | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="rewrite_links and replace_across only"
+    )
+
+
+class FileDiff(Answer):
+    """A dry run's unified diff of one changed file (``old_path`` when it moved; ``truncated`` when the
+    answer's diff budget cut it)."""
+
+    path: str = Field(description="the changed file (its new path for a move)")
+    old_path: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
+    )
+    diff: str = Field(description="the unified diff (3 lines of context)")
+    truncated: bool | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="true when the answer's diff budget cut it"
+    )
+
+
+class BatchWarning(Answer):
+    """What a dry run noticed without refusing: ``code`` (LINK_BROKEN: a link the batch leaves
+    resolving to nothing; NOT_IN_INDEX: a created page index.md does not link to; NOT_REWRITTEN: links or
+    matches in a page no op may change, e.g. raw/), the page, and the line and link text when one link is
+    meant."""
+
+    code: str = Field(description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN or TRUNCATED")
+    path: str = Field(description="the page it is about")
+    line: int | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the link's line, 1-based"
+    )
+    link: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the link as written")
+    message: str = Field(description="what is wrong and what to do")
 
 
 class JobResult(Answer):
-    """A succeeded job's result: the commit (None for a dry run) and one entry per edit."""
+    """A succeeded job's result: the commit (None for a dry run) and the applied changes; a dry run also
+    answers ``diff`` (every changed file) and ``warnings``."""
 
-    commit: str | None = None
-    applied: list[Applied]
+    commit: str | None = Field(default=None, description="the commit made; null for a dry run")
+    applied: list[Applied] = Field(description="the changes, in order")
+    diff: list[FileDiff] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    )
+    warnings: list[BatchWarning] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    )
 
 
 class Attempt(Answer):
     """One webhook delivery attempt: when, the receiver's status (None without an answer), why it failed."""
 
-    at: str
-    status: int | None = None
-    error: str | None = None
-    ms: int = 0
+    at: str = Field(description="when, ISO 8601 UTC")
+    status: int | None = Field(default=None, description="the receiver's HTTP status; null without an answer")
+    error: str | None = Field(default=None, description="why it failed")
+    ms: int = Field(default=0, description="how long it took")
 
 
 WebhookStatus = Literal["pending", "delivered", "failed"]
@@ -134,24 +243,31 @@ class WebhookState(Answer):
     """A job's webhook delivery: the URL (query and userinfo hidden from all but the submitter and admins),
     its state and every attempt."""
 
-    url: str
-    state: WebhookStatus
-    attempts: list[Attempt] = Field(default_factory=list)
+    url: str = Field(description="the webhook URL (query and credentials hidden from others)")
+    state: WebhookStatus = Field(description="pending, delivered or failed")
+    attempts: list[Attempt] = Field(default_factory=list, description="every delivery attempt")
 
 
 class Job(Answer):
     """A batch's job (contract 3.2)."""
 
-    job_id: str
-    wiki: str | None = None
-    status: JobStatus
-    dry_run: bool = False
-    submitted_at: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    result: JobResult | None = None
-    error: ErrorInfo | None = None
-    webhook: WebhookState | None = None
+    job_id: str = Field(description="the job's id")
+    wiki: str | None = Field(default=None, description="the wiki")
+    status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
+    dry_run: bool = Field(default=False, description="true for a batch only checked")
+    submitted_at: str | None = Field(default=None, description="when it was accepted, ISO 8601 UTC")
+    started_at: str | None = Field(default=None, description="when a worker started it")
+    finished_at: str | None = Field(default=None, description="when it finished")
+    result: JobResult | None = Field(
+        default=None,
+        description="a succeeded job's commit and applied changes (and a dry run's diff and warnings)",
+    )
+    error: ErrorInfo | None = Field(
+        default=None, description="a failed job's error, with the failing edit's index"
+    )
+    webhook: WebhookState | None = Field(
+        default=None, description="the webhook delivery, when the batch named one"
+    )
 
     @property
     def finished(self) -> bool:
@@ -162,33 +278,37 @@ class Job(Answer):
 class WikiList(Answer):
     """``GET /v1/wikis``: the wikis the caller may read."""
 
-    wikis: list[WikiInfo]
+    wikis: list[WikiInfo] = Field(description="the wikis the caller may read")
 
 
 class MatchList(Answer):
-    """``GET /v1/wikis/{wiki}/search``: matching lines at the head."""
+    """``GET /v1/wikis/{wiki}/search``: matching lines at the head, by path then line; pass
+    ``next_cursor`` back for more."""
 
-    matches: list[Match]
+    matches: list[Match] = Field(description="the matching lines, by path then line")
+    next_cursor: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="present when there are more matches"
+    )
 
 
 class CommitList(Answer):
     """``GET /v1/wikis/{wiki}/commits``: commits of ``main``, newest first."""
 
-    commits: list[CommitInfo]
+    commits: list[CommitInfo] = Field(description="the commits, newest first")
 
 
 class JobList(Answer):
     """``GET /v1/wikis/{wiki}/jobs``: a wiki's recent jobs, newest first."""
 
-    jobs: list[Job]
+    jobs: list[Job] = Field(description="the jobs, newest first")
 
 
 class Submitted(Answer):
     """``202`` to a submission: the new job's id, its status and where to poll it."""
 
-    job_id: str
-    status: JobStatus = "queued"
-    status_url: str
+    job_id: str = Field(description="the new job's id")
+    status: JobStatus = Field(default="queued", description="queued")
+    status_url: str = Field(description="where to poll the job")
 
 
 class Health(Answer):

@@ -1,45 +1,86 @@
-"""The edit vocabulary: the five ops of the contract, a batch, and its limits.
+"""The edit vocabulary: the ops of the contract (sections 3.1 and 7), a batch, and its limits.
 
 One closed set of pydantic models, validated once at the edge and shared by the HTTP API, the worker and
-the MCP tools. Unknown fields are refused. ``content`` is text (``encoding="utf-8"``) or base64 of bytes;
-``decoded()`` turns it into the exact bytes that will be written.
+the MCP tools (their JSON schema is what agents read: every field says what it does). Unknown fields are
+refused. ``content`` is text (``encoding="utf-8"``) or base64 of bytes; ``decoded()`` turns it into the
+exact bytes that will be written.
+
+    whole files      create, overwrite, replace, delete, rename (a file or a folder; rewrite_links)
+    in place         append, frontmatter, replace_section, append_section, insert_section_after,
+                     remove_section, rename_section
+    across pages     replace_across (every page under a prefix)
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from worker.errors import BatchRejected
 
+HEX40 = r"^[0-9a-f]{40}$"
+# "minLength: 1" in the schema (what agents read), checked by ``check_static`` rather than by pydantic, so
+# text that is not valid Unicode stays INVALID_ENCODING and an empty one INVALID_BATCH naming the edit.
+NON_EMPTY: dict[str, JsonValue] = {"minLength": 1}
 Version = Annotated[
+    str | None,
+    Field(
+        pattern=HEX40,
+        description="The page's version: the one read_page or list_pages gave (its git blob id), or the "
+        "version an earlier edit of this batch gave the path (applied[].version). Required to change a "
+        "path that exists when the batch starts; ignored for a path created earlier in the batch.",
+    ),
+]
+OptionalVersion = Annotated[
+    str | None,
+    Field(
+        pattern=HEX40,
+        description="Optional guard: refuse (VERSION_MISMATCH) unless the page is at this version (its "
+        "version at the head, or one an earlier edit of this batch gave it). Omit it to apply the edit "
+        "to whatever the page holds when the batch runs: it then never conflicts.",
+    ),
+]
+SectionVersion = Annotated[
+    str | None,
+    Field(
+        pattern=HEX40,
+        description="Instead of expected_version: the version of the addressed section (read_page with "
+        "sections=true gives it). Only that section must be unchanged, so writers of other sections "
+        "of the page do not conflict.",
+    ),
+]
+Heading = Annotated[
     str,
     Field(
-        pattern=r"^[0-9a-f]{40}$",
-        description="the version you read (the git blob id, from read_page or the pages list); "
-        "required to change a path that exists at the head, ignored for a path created earlier in the batch",
+        json_schema_extra={"minLength": 1},
+        description="The section's heading text (without '#'), or its address 'Parent > Child' when the "
+        "text is not unique; read_page with sections=true lists every section's address.",
     ),
 ]
 Encoding = Annotated[
     Literal["utf-8", "base64"],
-    Field(description="utf-8: content is the text itself; base64: content is base64 of the exact bytes"),
+    Field(description="utf-8 (default): content is the text itself; base64: content is base64 of the bytes"),
 ]
-Content = Annotated[str, Field(description="the whole new file content (see encoding)")]
+Content = Annotated[str, Field(description="The whole new file content (see encoding).")]
+Text = Annotated[str, Field(description="Markdown text, written as given.")]
 
 
-class _Edit(BaseModel):
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(description="relative POSIX path inside the wiki, e.g. wiki/redis.md")
+
+class _Edit(_Strict):
+    path: str = Field(description="The file's path inside the wiki, relative POSIX, e.g. wiki/redis.md.")
 
 
 class Create(_Edit):
-    """Create a file that does not exist yet."""
+    """Create a file that does not exist yet (PATH_EXISTS if it does)."""
 
-    op: Literal["create"]
+    op: Literal["create"] = Field(description="The op: create.")
     content: Content
     encoding: Encoding = "utf-8"
 
@@ -47,55 +88,232 @@ class Create(_Edit):
 class Overwrite(_Edit):
     """Replace the whole content of an existing file."""
 
-    op: Literal["overwrite"]
+    op: Literal["overwrite"] = Field(description="The op: overwrite.")
     content: Content
     encoding: Encoding = "utf-8"
-    expected_version: Version | None = None
+    expected_version: Version = None
 
 
 class Replace(_Edit):
     """Replace byte-exact occurrences of ``old`` by ``new`` in an existing file."""
 
-    op: Literal["replace"]
-    old: Annotated[str, Field(description="non-empty text matched byte-exactly (read the page raw first)")]
-    new: Annotated[str, Field(description="the replacement text")]
-    expected_version: Version | None = None
-    replace_all: Annotated[bool, Field(description="replace every occurrence; else old must be unique")] = (
-        False
-    )
+    op: Literal["replace"] = Field(description="The op: replace.")
+    old: Annotated[
+        str,
+        Field(
+            json_schema_extra=NON_EMPTY,
+            description="Text matched byte for byte (copy it from read_page raw=true).",
+        ),
+    ]
+    new: Annotated[str, Field(description="The replacement text.")]
+    expected_version: Version = None
+    replace_all: Annotated[
+        bool, Field(description="Replace every occurrence; false (default): old must occur exactly once.")
+    ] = False
     expected_count: Annotated[
-        int | None, Field(ge=1, description="refuse unless old occurs exactly this many times")
+        int | None,
+        Field(
+            ge=1,
+            description="Guard: refuse (COUNT_MISMATCH) unless old occurs exactly this many times. A "
+            "count above 1 needs replace_all=true too.",
+        ),
     ] = None
 
 
 class Delete(_Edit):
     """Delete an existing file."""
 
-    op: Literal["delete"]
-    expected_version: Version | None = None
+    op: Literal["delete"] = Field(description="The op: delete.")
+    expected_version: Version = None
 
 
 class Rename(_Edit):
-    """Move an existing file to a path that does not exist."""
+    """Move a file, or a folder with every file under it, to a path that does not exist yet."""
 
-    op: Literal["rename"]
-    new_path: Annotated[str, Field(description="where the file moves; must not exist")]
-    expected_version: Version | None = None
+    op: Literal["rename"] = Field(description="The op: rename.")
+    path: str = Field(description="The file or folder to move, e.g. wiki/old.md or wiki/topic.")
+    new_path: Annotated[str, Field(description="Where it moves (a file path, or a folder for a folder).")]
+    expected_version: Annotated[
+        str | None,
+        Field(
+            pattern=HEX40,
+            description="The file's version (head, or given by an earlier edit of this batch); required "
+            "for a file that exists at the head. A folder takes none.",
+        ),
+    ] = None
+    rewrite_links: Annotated[
+        bool,
+        Field(
+            description="Also rewrite, in every page, the links to the moved file(s) so they point to the "
+            "new place (wikilinks, embeds, relative markdown links; never inside code). Pages under raw/ "
+            "are never changed. applied gets one rewrite_links entry per rewritten page."
+        ),
+    ] = False
 
 
-Edit = Annotated[Create | Overwrite | Replace | Delete | Rename, Field(discriminator="op")]
+class Append(_Edit):
+    """Add text at the end of an existing file (a line break first when the file does not end with one)."""
+
+    op: Literal["append"] = Field(description="The op: append.")
+    content: Annotated[
+        str, Field(json_schema_extra=NON_EMPTY, description="The text to add, e.g. a log line ending '\\n'.")
+    ]
+    expected_version: OptionalVersion = None
 
 
-class Webhook(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Frontmatter(_Edit):
+    """Merge keys into a page's YAML front matter (created when absent); other keys, their order and
+    comments, and the rest of the page stay byte for byte."""
 
+    op: Literal["frontmatter"] = Field(description="The op: frontmatter.")
+    set: Annotated[
+        dict[str, JsonValue] | None,
+        Field(description='Keys to set, with JSON values, e.g. {"status": "draft", "tags": ["a"]}.'),
+    ] = None
+    unset: Annotated[list[str] | None, Field(description="Keys to remove (a missing key is no change).")] = (
+        None
+    )
+    expected_version: OptionalVersion = None
+
+
+class _SectionEdit(_Edit):
+    heading: Heading
+    expected_version: Version = None
+    expected_section_version: SectionVersion = None
+
+
+class ReplaceSection(_SectionEdit):
+    """Replace the body of a section (everything under its heading, subsections included)."""
+
+    op: Literal["replace_section"] = Field(description="The op: replace_section.")
+    content: Annotated[str, Field(description="The new body, without the heading line.")]
+
+
+class AppendSection(_SectionEdit):
+    """Add text at the end of a section, after its subsections."""
+
+    op: Literal["append_section"] = Field(description="The op: append_section.")
+    content: Text
+
+
+class InsertSectionAfter(_SectionEdit):
+    """Insert a new section right after a section (and its subsections)."""
+
+    op: Literal["insert_section_after"] = Field(description="The op: insert_section_after.")
+    new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading's text.")]
+    level: Annotated[int, Field(ge=1, le=6, description="The new heading's level: 1 for '#' to 6.")]
+    content: Annotated[str, Field(description="The new section's body, without the heading line.")] = ""
+
+
+class RemoveSection(_SectionEdit):
+    """Remove a section: its heading, body and subsections."""
+
+    op: Literal["remove_section"] = Field(description="The op: remove_section.")
+
+
+class RenameSection(_SectionEdit):
+    """Change a section's heading text, keeping its level and style."""
+
+    op: Literal["rename_section"] = Field(description="The op: rename_section.")
+    new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading text.")]
+
+
+class ReplaceAcross(_Strict):
+    """One replace over every page under a prefix, as the batch left the pages; applied lists each
+    changed page. Pages under raw/ and files that are not UTF-8 text are never changed."""
+
+    op: Literal["replace_across"] = Field(description="The op: replace_across.")
+    prefix: Annotated[
+        str,
+        Field(
+            json_schema_extra={"maxLength": 4096},
+            description="Only pages whose path starts with this, e.g. wiki/; '' for all.",
+        ),
+    ]
+    old: Annotated[
+        str | None, Field(json_schema_extra=NON_EMPTY, description="Exact text to replace (or give pattern).")
+    ] = None
+    pattern: Annotated[
+        str | None,
+        Field(
+            json_schema_extra=NON_EMPTY,
+            description="An RE2 regular expression instead of old (linear time; no look-around or "
+            "backreferences; (?m) for ^ and $ at line ends); new may use \\1 or \\g<name>.",
+        ),
+    ] = None
+    new: Annotated[str, Field(description="The replacement text.")]
+    expected_count: Annotated[
+        int | None,
+        Field(ge=1, description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_of_old_and_pattern(self) -> ReplaceAcross:
+        if (self.old is None) == (self.pattern is None):
+            raise ValueError("give exactly one of 'old' and 'pattern'")
+        return self
+
+    @property
+    def path(self) -> str:
+        """The prefix: where the edit writes (job summaries and write-prefix rights read ``path``)."""
+        return self.prefix
+
+
+SectionEdit = ReplaceSection | AppendSection | InsertSectionAfter | RemoveSection | RenameSection
+Edit = Annotated[
+    Create
+    | Overwrite
+    | Replace
+    | Delete
+    | Rename
+    | Append
+    | Frontmatter
+    | ReplaceSection
+    | AppendSection
+    | InsertSectionAfter
+    | RemoveSection
+    | RenameSection
+    | ReplaceAcross,
+    Field(discriminator="op"),
+]
+EditModel = (
+    Create
+    | Overwrite
+    | Replace
+    | Delete
+    | Rename
+    | Append
+    | Frontmatter
+    | ReplaceSection
+    | AppendSection
+    | InsertSectionAfter
+    | RemoveSection
+    | RenameSection
+    | ReplaceAcross
+)
+OPS: tuple[str, ...] = (
+    "create",
+    "overwrite",
+    "replace",
+    "delete",
+    "rename",
+    "append",
+    "frontmatter",
+    "replace_section",
+    "append_section",
+    "insert_section_after",
+    "remove_section",
+    "rename_section",
+    "replace_across",
+)
+
+
+class Webhook(_Strict):
     url: Annotated[str, Field(min_length=1, max_length=2048)]
 
 
-class Batch(BaseModel):
+class Batch(_Strict):
     """A batch: edits applied in order as one commit on ``main``, or not at all."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     message: Annotated[str, Field(min_length=1, max_length=10_000, description="the commit message")]
     edits: Annotated[
@@ -110,13 +328,17 @@ class Limits(BaseModel):
 
     ``max_edits`` and ``max_content_bytes`` bound the request (contract rule 10); ``max_file_bytes`` and
     ``max_output_bytes`` bound what the batch produces (one file, and all new content together), so a small
-    request cannot ask a worker to build a huge result (a ``replace_all`` multiplies its input).
+    request cannot ask a worker to build a huge result (a ``replace_all`` multiplies its input, a
+    ``replace_across`` or a rename with ``rewrite_links`` may touch every page). ``max_pattern_seconds``
+    bounds the CPU a batch's RE2 patterns may take in all: RE2 is linear per search, but a pattern such as
+    ``a.*b|a`` rescans the rest of a line for every match.
     """
 
     max_edits: int = 1000
     max_content_bytes: int = 8 * 1024 * 1024
     max_file_bytes: int = 8 * 1024 * 1024
     max_output_bytes: int = 64 * 1024 * 1024
+    max_pattern_seconds: float = 5.0
 
 
 def utf8(text: str, index: int | None, what: str = "content") -> bytes:
@@ -139,13 +361,31 @@ def decoded(edit: Create | Overwrite, index: int) -> bytes:
         raise BatchRejected("INVALID_ENCODING", "content is not valid base64", index) from None
 
 
-def content_size(edit: Create | Overwrite | Replace | Delete | Rename, index: int) -> int:
-    """Decoded bytes an edit carries (content, or ``old`` + ``new``), counted against the batch limit."""
+def texts(edit: EditModel) -> dict[str, str]:
+    """The text fields of an edit that carry content, by name (paths and versions are not content)."""
+    names = ("content", "old", "new", "pattern", "new_heading", "heading")
+    return {name: value for name in names if isinstance(value := getattr(edit, name, None), str)}
+
+
+def content_size(edit: EditModel, index: int) -> int:
+    """Decoded bytes an edit carries (content, old + new, headings, front matter values), counted
+    against the batch limit."""
     if isinstance(edit, Create | Overwrite):
         return len(decoded(edit, index))
-    if isinstance(edit, Replace):
-        return len(utf8(edit.old, index, "old")) + len(utf8(edit.new, index, "new"))
-    return 0
+    if isinstance(edit, Delete | Rename):
+        return 0
+    size = sum(len(utf8(text, index, name)) for name, text in texts(edit).items())
+    if isinstance(edit, Frontmatter):
+        size += len(utf8(json.dumps([edit.set, edit.unset], ensure_ascii=False), index, "set"))
+    return size
+
+
+def written_paths(edit: EditModel) -> list[str]:
+    """The paths (or path prefixes) an edit may write, for write-prefix rights: a rename's both ends, a
+    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page."""
+    if isinstance(edit, Rename):
+        return [edit.path, edit.new_path, *([""] if edit.rewrite_links else [])]
+    return [edit.path]
 
 
 def check_limits(batch: Batch, limits: Limits) -> None:
@@ -165,7 +405,9 @@ def check_limits(batch: Batch, limits: Limits) -> None:
             f"{total} bytes of content is over the limit of {limits.max_content_bytes}; split the batch",
         )
     for index, (edit, size) in enumerate(zip(batch.edits, sizes, strict=True)):
-        if isinstance(edit, Create | Overwrite) and size > limits.max_file_bytes:
+        if not isinstance(edit, Create | Overwrite | Append):
+            continue
+        if size > limits.max_file_bytes:
             raise BatchRejected(
                 "BATCH_TOO_LARGE",
                 f"the content is {size} bytes, over the limit of {limits.max_file_bytes} bytes a file; "

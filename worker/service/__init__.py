@@ -5,9 +5,10 @@ Each operation takes the ``Principal`` making the call and answers a typed model
 ownership and enqueueing are decided here, once, so the transports stay thin adapters.
 
     Service
-    ├── reads    wikis, pages, search, commits              (worker.service.reads)
-    ├── submit   a batch: checks, idempotency, enqueue      (worker.service.submit)
-    └── jobs     get / long-poll, cancel, redeliver, list   (worker.service.jobs)
+    ├── reads    wikis, pages (one, many, sections), search, commits   (worker.service.reads)
+    ├── links    backlinks of a page                                    (worker.service.links)
+    ├── submit   a batch: checks, idempotency, enqueue                  (worker.service.submit)
+    └── jobs     get / long-poll, cancel, redeliver, list               (worker.service.jobs)
 """
 
 from __future__ import annotations

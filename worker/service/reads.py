@@ -1,23 +1,32 @@
-"""Reading wikis: the list of wikis, a wiki's files, one page, search, and the commit log.
+"""Reading wikis: the list of wikis, a wiki's files, one page or many, search, and the commit log.
 
 Every read is at the head of ``main`` and needs the ``read`` right on the wiki (a wiki the caller may not
 read answers exactly like one that does not exist). Git work runs in a worker thread. What one answer may
-return is bounded: a page over ``max_file_bytes`` is refused (clone the repository to read it), and a
-search line is cut to ``MATCH_TEXT_CHARS`` characters around the first occurrence.
+return is bounded: a page over ``max_file_bytes`` is refused (clone the repository to read it), a read of
+many pages takes at most ``MAX_PAGES_READ`` paths and ``max_file_bytes`` of content in all (the pages past
+that budget are answered as errors, to read in another call), and a search line is cut to
+``MATCH_TEXT_CHARS`` characters around the match.
+
+A page read with ``sections`` also answers its heading tree (``markdown.outline``): each section's level,
+heading, ancestor path, address (what a section op's ``heading`` takes), lines and version (a section op's
+``expected_section_version``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
 import anyio.to_thread
 
+from worker.engine.markdown import outline
 from worker.engine.paths import path_problem
-from worker.errors import AccessDenied, BatchRejected, WikiExists
+from worker.errors import AccessDenied, BatchRejected, WikiExists, WikiqError
 from worker.git import WIKI_ID, GitStore, WikiRepo
+from worker.git.snapshot import Snapshot
 from worker.jobs.records import iso
 from worker.jobs.registry import WikiEntry
 from worker.jobs.wikis import Head, Wikis
@@ -28,8 +37,11 @@ from worker.schema.answers import (
     Match,
     MatchList,
     Page,
+    PageError,
     PageInfo,
     PageList,
+    PageSet,
+    SectionInfo,
     WikiInfo,
     WikiList,
 )
@@ -39,6 +51,7 @@ from worker.settings import Settings
 _BASE64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 MATCH_TEXT_CHARS = 1000  # characters of a matching line an answer carries
 MATCH_TEXT_BEFORE = 200  # ... of which before the match, when the line is cut
+MAX_PAGES_READ = 100  # paths one read of many pages may name
 T = TypeVar("T")
 
 
@@ -69,13 +82,51 @@ def decode_cursor(cursor: str | None) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def cut_line(text: str, query: str) -> tuple[str, bool]:
-    """``text`` cut to ``MATCH_TEXT_CHARS`` around the first occurrence of ``query``, and if it was cut."""
+def encode_search_cursor(path: str, line: int) -> str:
+    """The opaque cursor that resumes a search after line ``line`` of ``path``."""
+    return base64.urlsafe_b64encode(json.dumps([path, line]).encode()).decode()
+
+
+def decode_search_cursor(cursor: str | None) -> tuple[str, int] | None:
+    """The ``(path, line)`` a search cursor resumes after; ``INVALID_BATCH`` for one this API did not give."""
+    if not cursor:
+        return None
+    try:
+        path, line = json.loads(base64.b64decode(cursor.encode(), altchars=b"-_", validate=True))
+        if isinstance(path, str) and isinstance(line, int):
+            return path, line
+    except (ValueError, TypeError, UnicodeDecodeError):
+        pass
+    raise BatchRejected("INVALID_BATCH", "cursor is not one this search returned")
+
+
+def cut_line(text: str, column: int) -> tuple[str, bool]:
+    """``text`` cut to ``MATCH_TEXT_CHARS`` around ``column`` (where the match starts), and if it was cut."""
     if len(text) <= MATCH_TEXT_CHARS:
         return text, False
-    at = text.lower().find(query.lower())
-    start = max(0, at - MATCH_TEXT_BEFORE) if at >= 0 else 0
+    start = max(0, column - MATCH_TEXT_BEFORE)
     return text[start : start + MATCH_TEXT_CHARS], True
+
+
+def page_answer(path: str, version: str, data: bytes, commit: str | None, sections: bool) -> Page:
+    """A ``Page``: UTF-8 text as is, other bytes base64; with ``sections``, the heading tree of text."""
+    try:
+        content, text = data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        content, text = base64.b64encode(data).decode(), False
+    page = Page(
+        path=path,
+        version=version,
+        content=content,
+        encoding="utf-8" if text else "base64",
+        size=len(data),
+        commit=commit,
+    )
+    if sections:
+        page.sections = (
+            [SectionInfo.model_validate(section.to_dict()) for section in outline(content)] if text else []
+        )
+    return page
 
 
 class Reads:
@@ -145,11 +196,10 @@ class Reads:
 
         return await in_thread(collect)
 
-    async def read_page(self, caller: Principal, wiki: str, path: str) -> Page:
-        """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit."""
-        problem = path_problem(path)
-        if problem is not None:
-            raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
+    async def read_page(self, caller: Principal, wiki: str, path: str, sections: bool = False) -> Page:
+        """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit;
+        with ``sections``, its heading tree too."""
+        _check_path(path)
         at = await self.at(caller, wiki)
         repo, head = at.repo, at.commit
         cap = self.settings.max_file_bytes
@@ -163,29 +213,60 @@ class Reads:
                 return None
             size = repo.blob_size(version)
             if size > cap:
-                raise BatchRejected(
-                    "BATCH_TOO_LARGE",
-                    f"{path!r} is {size} bytes, over the {cap}-byte limit of one answer; clone the "
-                    "repository to read it",
-                )
-            data = snapshot.read(path)
-            try:
-                content, base64_encoded = data.decode("utf-8"), False
-            except UnicodeDecodeError:
-                content, base64_encoded = base64.b64encode(data).decode(), True
-            return Page(
-                path=path,
-                version=version,
-                content=content,
-                encoding="base64" if base64_encoded else "utf-8",
-                size=len(data),
-                commit=snapshot.commit,
-            )
+                raise _too_large(path, size, cap)
+            return page_answer(path, version, snapshot.read(path), snapshot.commit, sections)
 
         page = await in_thread(read)
         if page is None:
             raise BatchRejected("NOT_FOUND", f"no file {path!r} at the head of {wiki!r}")
         return page
+
+    async def read_pages(
+        self, caller: Principal, wiki: str, paths: Sequence[str], sections: bool = False
+    ) -> PageSet:
+        """Many files at one commit of the head, in the order asked (a path asked twice, once): each as
+        ``read_page`` answers it, or an error entry (INVALID_PATH, NOT_FOUND, BATCH_TOO_LARGE once the
+        answer holds ``max_file_bytes`` of content)."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted or len(wanted) > MAX_PAGES_READ:
+            raise BatchRejected(
+                "INVALID_BATCH", f"give 1 to {MAX_PAGES_READ} paths; read more in several calls"
+            )
+        at = await self.at(caller, wiki)
+        repo = at.repo
+        budget = self.settings.max_file_bytes
+
+        def read() -> PageSet:
+            snapshot = view(repo, at.commit)
+            answer = PageSet(commit=snapshot.commit, pages=[], errors=[])
+            left = budget
+            for path in wanted:
+                try:
+                    page = self._one(repo, snapshot, path, left, sections)
+                except WikiqError as exc:
+                    answer.errors.append(PageError(path=path, code=exc.code, message=exc.message))
+                    continue
+                left -= page.size
+                answer.pages.append(page)
+            return answer
+
+        return await in_thread(read)
+
+    def _one(self, repo: WikiRepo, snapshot: Snapshot, path: str, left: int, sections: bool) -> Page:
+        _check_path(path)
+        version = snapshot.version(path)
+        if version is None:
+            raise BatchRejected("NOT_FOUND", f"no file {path!r} at the head")
+        size = repo.blob_size(version)
+        if size > left:
+            if size > self.settings.max_file_bytes:
+                raise _too_large(path, size, self.settings.max_file_bytes)
+            raise BatchRejected(
+                "BATCH_TOO_LARGE",
+                f"{path!r} ({size} bytes) does not fit in this answer's {self.settings.max_file_bytes}-byte "
+                "budget after the pages before it; read it in another call",
+            )
+        return page_answer(path, version, snapshot.read(path), snapshot.commit, sections)
 
     async def commits(self, caller: Principal, wiki: str, limit: int = 50) -> CommitList:
         """Commits of ``main``, newest first, with author and the job that made each."""
@@ -204,26 +285,72 @@ class Reads:
             ]
         )
 
-    async def search(self, caller: Principal, wiki: str, q: str, limit: int = 100) -> MatchList:
-        """Lines at the head holding ``q`` (literal, any case), each with its path and 1-based number."""
+    async def search(
+        self,
+        caller: Principal,
+        wiki: str,
+        q: str,
+        limit: int = 100,
+        *,
+        regex: bool = False,
+        prefix: str = "",
+        case_sensitive: bool = False,
+        cursor: str | None = None,
+    ) -> MatchList:
+        """Lines at the head holding ``q`` (literal) or where a match of it starts (``regex``: RE2, with
+        ``^``/``$`` at line ends), ASCII case ignored unless ``case_sensitive``, in files under ``prefix``:
+        each with its path, 1-based number and the page's version, in path then line order, ``limit`` at
+        a time after ``cursor`` (``next_cursor`` when there are more)."""
         if not q or any(ch in q for ch in "\x00\n\r"):
             raise BatchRejected("INVALID_BATCH", "q must be one line of text")
+        after = decode_search_cursor(cursor)
         at = await self.at(caller, wiki)
         repo, head = at.repo, at.commit
 
-        def run() -> list[Match]:
+        def run() -> MatchList:
             if head is None:
-                return []
+                return MatchList(matches=[])
+            hits = repo.search(
+                head,
+                q,
+                regex=regex,
+                case_sensitive=case_sensitive,
+                prefix=prefix,
+                limit=limit + 1,
+                after=after,
+            )
             matches = []
-            for path, number, text in repo.search(head, q, limit):
-                shown, cut = cut_line(text, q)
-                match = Match(path=path, line=number, text=shown)
+            for hit in hits[:limit]:
+                shown, cut = cut_line(hit.text, hit.column)
+                match = Match(path=hit.path, line=hit.line, text=shown, version=hit.version)
                 if cut:
                     match.truncated = True  # type: ignore[attr-defined]  # extra field, only when cut
                 matches.append(match)
-            return matches
+            more = len(hits) > limit
+            last = hits[limit - 1] if more else None
+            return MatchList(
+                matches=matches, next_cursor=encode_search_cursor(last.path, last.line) if last else None
+            )
 
-        return MatchList(matches=await in_thread(run))
+        return await in_thread(run)
+
+
+def view(repo: WikiRepo, commit: str | None) -> Snapshot:
+    """The engine's view of ``commit`` of ``repo`` (None: an empty wiki, no file at all)."""
+    return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
+
+
+def _check_path(path: str) -> None:
+    problem = path_problem(path)
+    if problem is not None:
+        raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
+
+
+def _too_large(path: str, size: int, cap: int) -> BatchRejected:
+    return BatchRejected(
+        "BATCH_TOO_LARGE",
+        f"{path!r} is {size} bytes, over the {cap}-byte limit of one answer; clone the repository to read it",
+    )
 
 
 def _info(wiki: str, head: str | None, entry: WikiEntry) -> WikiInfo:

@@ -31,7 +31,7 @@ from worker.jobs.records import (
 )
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Author, Job, Submitted
-from worker.schema.edits import Batch, Rename
+from worker.schema.edits import Batch, written_paths
 from worker.service.caller import Principal
 from worker.service.ratelimit import check_rate
 from worker.settings import Settings
@@ -39,10 +39,9 @@ from worker.webhooks.guard import check_webhook_url
 
 
 def batch_paths(batch: Batch) -> list[str]:
-    """Every path a batch touches, rename targets included."""
-    paths = [edit.path for edit in batch.edits]
-    paths += [edit.new_path for edit in batch.edits if isinstance(edit, Rename)]
-    return paths
+    """Every path (or path prefix) a batch may write: rename targets, a replace_across's prefix, and
+    ``""`` (anywhere) for a rename that rewrites links in every page."""
+    return [path for edit in batch.edits for path in written_paths(edit)]
 
 
 def fingerprint(wiki: str, batch: Batch) -> str:

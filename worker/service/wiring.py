@@ -12,6 +12,7 @@ from worker.jobs.records import JobStore
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.service.jobs import Jobs
+from worker.service.links import LinkReads
 from worker.service.reads import Reads
 from worker.service.submit import Submissions
 from worker.settings import Settings
@@ -35,5 +36,6 @@ class Service:
     def __init__(self, wiring: Wiring) -> None:
         self.wiring = wiring
         self.reads = Reads(wiring.settings, wiring.store, wiring.wikis)
+        self.links = LinkReads(self.reads)
         self.jobs = Jobs(wiring.settings, wiring.redis, wiring.wikis, wiring.jobs, wiring.waiters)
         self.submissions = Submissions(wiring.settings, wiring.redis, wiring.wikis, wiring.jobs)

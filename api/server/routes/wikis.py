@@ -1,4 +1,5 @@
-"""Wikis, pages, search, commits and batch submission (contract section 3): thin adapters over the service."""
+"""Wikis, pages, search, backlinks, commits and batch submission (contract sections 3 and 7): thin adapters
+over the service."""
 
 from __future__ import annotations
 
@@ -10,7 +11,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.server.deps import Caller, Svc
 from api.server.errors import ERROR_RESPONSES
-from worker.schema.answers import CommitList, Job, MatchList, Page, PageList, Submitted, WikiInfo, WikiList
+from worker.schema.answers import (
+    BacklinkList,
+    CommitList,
+    Job,
+    MatchList,
+    Page,
+    PageList,
+    PageSet,
+    Submitted,
+    WikiInfo,
+    WikiList,
+)
 from worker.schema.edits import Batch
 
 router = APIRouter(prefix="/v1", tags=["wikis"], responses=ERROR_RESPONSES)
@@ -23,6 +35,17 @@ PATH_PATTERN = (
 )
 WikiId = Annotated[str, Path(pattern=WIKI_PATTERN, description="the wiki's id")]
 PagePath = Annotated[str, Path(pattern=PATH_PATTERN, description="the file's path, e.g. wiki/redis.md")]
+
+
+class PagesToRead(BaseModel):
+    """Body of ``POST /v1/wikis/{wiki}/pages:read``."""
+
+    model_config = ConfigDict(extra="forbid")
+    paths: Annotated[
+        list[Annotated[str, Field(max_length=4096)]],
+        Field(min_length=1, max_length=100, description="the files to read, in the order to answer them"),
+    ]
+    sections: Annotated[bool, Field(description="also answer each page's heading tree")] = False
 
 
 class NewWiki(BaseModel):
@@ -95,12 +118,43 @@ async def list_pages(
     return await svc.reads.list_pages(caller, wiki, prefix, limit, cursor)
 
 
+@router.post("/wikis/{wiki}/pages:read", operation_id="read_pages", response_model=PageSet)
+async def read_pages(wiki: WikiId, body: PagesToRead, svc: Svc, caller: Caller) -> PageSet:
+    """Up to 100 files at one commit of the head, in the order asked: ``{commit, pages: [page...],
+    errors: [{path, code, message}]}``. A path that is missing or invalid, or whose content would take the
+    answer past ``WIKIQ_MAX_FILE_BYTES`` in all, is an error entry, not a failure of the call."""
+    return await svc.reads.read_pages(caller, wiki, body.paths, body.sections)
+
+
 @router.get("/wikis/{wiki}/pages/{path:path}", operation_id="read_page", response_model=Page)
-async def read_page(wiki: WikiId, path: PagePath, svc: Svc, caller: Caller, response: Response) -> Page:
-    """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit."""
-    page = await svc.reads.read_page(caller, wiki, path)
+async def read_page(
+    wiki: WikiId,
+    path: PagePath,
+    svc: Svc,
+    caller: Caller,
+    response: Response,
+    sections: Annotated[
+        bool, Query(description="also answer the heading tree: each section's address and version")
+    ] = False,
+) -> Page:
+    """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit; with
+    ``sections=true``, ``sections``: every heading's level, text, path, address, lines and version."""
+    page = await svc.reads.read_page(caller, wiki, path, sections)
     response.headers["ETag"] = f'"{page.version}"'
     return page
+
+
+@router.get("/wikis/{wiki}/backlinks", operation_id="backlinks", response_model=BacklinkList)
+async def backlinks(
+    wiki: WikiId,
+    svc: Svc,
+    caller: Caller,
+    path: Annotated[str, Query(min_length=1, max_length=4096, description="the page linked to")],
+    limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many links")] = 1000,
+) -> BacklinkList:
+    """Every link at the head (outside code) that resolves to ``path``: ``{path, version, commit,
+    backlinks: [{path, line, text, version}], truncated}``, by linking page then line."""
+    return await svc.links.backlinks(caller, wiki, path, limit)
 
 
 @router.get("/wikis/{wiki}/commits", operation_id="list_commits", response_model=CommitList)
@@ -118,9 +172,17 @@ async def search(
     caller: Caller,
     q: Annotated[str, Query(min_length=1, max_length=1000, pattern=r"^[^\u0000\n\r]+$")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    regex: Annotated[bool, Query(description="q is an RE2 pattern, ^ and $ at line ends")] = False,
+    prefix: Annotated[str, Query(max_length=4096, description="only paths starting with this")] = "",
+    case_sensitive: Annotated[bool, Query(description="match letter case exactly")] = False,
+    cursor: Annotated[str | None, Query(max_length=8192, description="next_cursor of the last page")] = None,
 ) -> MatchList:
-    """Literal, case-insensitive search of the head: ``{"matches": [{"path", "line", "text"}]}``."""
-    return await svc.reads.search(caller, wiki, q, limit)
+    """Search of the head, literal and case-insensitive by default: ``{"matches": [{"path", "line",
+    "text", "version"}], "next_cursor"}`` in path then line order; ``regex=true`` takes an RE2 pattern
+    (``PATTERN_INVALID`` if RE2 refuses it)."""
+    return await svc.reads.search(
+        caller, wiki, q, limit, regex=regex, prefix=prefix, case_sensitive=case_sensitive, cursor=cursor
+    )
 
 
 @router.post(

@@ -7,11 +7,13 @@
     sections     outline and the five section ops
     frontmatter  read_frontmatter, set_frontmatter (YAML, line-exact)
     patterns     count_and_replace with a literal or an RE2 pattern
+    bounds       TooLarge, OutOfBudget: a caller's bounds on size and time reached
 
 Everything works on ``str`` (the caller decodes UTF-8 and skips pages that are not) and keeps every byte
 it does not change. Refusals are ``worker.errors.BatchRejected`` carrying the failing edit's index.
 """
 
+from worker.engine.markdown.bounds import OutOfBudget, TooLarge
 from worker.engine.markdown.frontmatter import read_frontmatter, set_frontmatter
 from worker.engine.markdown.links import (
     Backlink,
@@ -44,8 +46,10 @@ __all__ = [
     "BrokenLink",
     "FileIndex",
     "Link",
+    "OutOfBudget",
     "Resolution",
     "Section",
+    "TooLarge",
     "append_section",
     "backlinks",
     "blob_id",

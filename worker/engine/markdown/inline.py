@@ -23,11 +23,15 @@ by ``links``), a destination on the line after ``(`` or nesting parentheses more
 from __future__ import annotations
 
 import bisect
+import re
 import string
 from dataclasses import dataclass
 
 PUNCTUATION = frozenset(string.punctuation)
 _MAX_NESTING = 32
+# The only characters the scans act on; everything between them is skipped in one regex search.
+_BRACKETS = re.compile(r"[\\`\[\]]")
+_LINK_CHARS = re.compile(r"[\\`\[\]!]")
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,10 @@ class _Scanner:
         opened: list[int] = []
         position = start
         while position < end:
+            next_char = _BRACKETS.search(text, position, end)
+            if next_char is None:
+                break
+            position = next_char.start()
             code_end = self.code_at(position)
             if code_end is not None:
                 position = code_end
@@ -135,6 +143,13 @@ class _Scanner:
         while position < end:
             if position in resume:
                 position = resume.pop(position)
+                continue
+            next_char = _LINK_CHARS.search(text, position, end)
+            if next_char is None:
+                break
+            if next_char.start() != position:
+                # resume points are label ends (a "]"), which the search stops at too
+                position = next_char.start()
                 continue
             code_end = self.code_at(position)
             if code_end is not None:
@@ -329,6 +344,8 @@ def _skip_blanks(text: str, position: int, end: int) -> int:
 
 def scan_links(text: str, start: int, end: int) -> list[RawLink]:
     """Every wikilink and inline markdown link in ``text[start:end]`` outside code spans, in order."""
+    if text.find("[", start, end) < 0:  # every link has one
+        return []
     scanner = _Scanner(text, start, end)
     scanner.scan(start, end)
     return sorted(scanner.links, key=lambda link: link.start)

@@ -89,18 +89,57 @@ class Link:
 
 
 class FileIndex:
-    """The files of a wiki, indexed for resolution (build it once per state, reuse it for every page)."""
+    """The files of a wiki, indexed for resolution (build it once per state, reuse it for every page).
+
+    Lookups by exact file name are built at once; those ignoring case (only needed when an exact
+    resolution finds nothing) on first use. ``changed`` derives the index of a slightly different set of
+    files from this one without rebuilding it."""
 
     def __init__(self, files: Iterable[str]) -> None:
         self.files = frozenset(files)
         self._by_name: dict[str, list[str]] = {}
-        self._by_lower_name: dict[str, list[str]] = {}
-        self._by_lower_path: dict[str, list[str]] = {}
-        for path in sorted(self.files):
+        for path in self.files:
+            self._by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        for paths in self._by_name.values():
+            if len(paths) > 1:
+                paths.sort()
+        self._folded: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
+
+    def _fold(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The lookups ignoring case: by lowered file name, by lowered path."""
+        if self._folded is None:
+            by_lower_name: dict[str, list[str]] = {}
+            by_lower_path: dict[str, list[str]] = {}
+            for path in sorted(self.files):
+                by_lower_name.setdefault(path.rsplit("/", 1)[-1].lower(), []).append(path)
+                by_lower_path.setdefault(path.lower(), []).append(path)
+            self._folded = (by_lower_name, by_lower_path)
+        return self._folded
+
+    def changed(self, removed: Iterable[str] = (), added: Iterable[str] = ()) -> FileIndex:
+        """The index of these files without ``removed`` and with ``added``, derived from this one (a copy
+        of the name lookup with only those entries changed)."""
+        result = (self.files - frozenset(removed)) | frozenset(added)
+        gone, new = self.files - result, result - self.files
+        out = FileIndex.__new__(FileIndex)
+        out.files = result
+        out._by_name = dict(self._by_name)
+        out._folded = None
+        for path in gone:
             name = path.rsplit("/", 1)[-1]
-            self._by_name.setdefault(name, []).append(path)
-            self._by_lower_name.setdefault(name.lower(), []).append(path)
-            self._by_lower_path.setdefault(path.lower(), []).append(path)
+            kept = [p for p in out._by_name[name] if p != path]
+            if kept:
+                out._by_name[name] = kept
+            else:
+                del out._by_name[name]
+        for path in new:
+            name = path.rsplit("/", 1)[-1]
+            out._by_name[name] = sorted([*out._by_name.get(name, ()), path])
+        return out
+
+    def moved(self, moves: Mapping[str, str]) -> FileIndex:
+        """The index of these files after ``moves`` (old path -> new path)."""
+        return self.changed(moves.keys(), moves.values())
 
     @classmethod
     def of(cls, files: FileIndex | Iterable[str]) -> FileIndex:
@@ -113,13 +152,13 @@ class FileIndex:
     def at(self, path: str, fold: bool) -> list[str]:
         """The file at ``path`` (every file whose path equals it ignoring case, when ``fold``)."""
         if fold:
-            return list(self._by_lower_path.get(path.lower(), ()))
+            return list(self._fold()[1].get(path.lower(), ()))
         return [path] if path in self.files else []
 
     def named(self, name: str, fold: bool) -> list[str]:
         """Every file whose file name is ``name`` (ignoring case, when ``fold``)."""
         if fold:
-            return list(self._by_lower_name.get(name.lower(), ()))
+            return list(self._fold()[0].get(name.lower(), ()))
         return list(self._by_name.get(name, ()))
 
 

@@ -19,11 +19,12 @@ of the text per match, as with every automaton engine — bound the text (a page
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import re2
 
+from worker.engine.markdown.bounds import OutOfBudget, TooLarge
 from worker.errors import BatchRejected
 
 _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
@@ -112,15 +113,25 @@ def count_and_replace(
     old: str | None = None,
     pattern: str | None = None,
     index: int | None = None,
+    max_size: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[str, int]:
     """``text`` with every occurrence of ``old`` (exact text) or match of ``pattern`` (RE2) replaced by
-    ``new``, and how many there were (0: ``text`` unchanged)."""
+    ``new``, and how many there were (0: ``text`` unchanged).
+
+    Bounds (``bounds``): with ``max_size``, ``TooLarge`` when the result would be over that many UTF-8
+    bytes (checked before a literal replacement is built, and as a pattern's result grows); with ``stop``,
+    ``OutOfBudget`` as soon as ``stop()`` is true, asked after every match of a pattern."""
     if (old is None) == (pattern is None):
         raise BatchRejected("INVALID_BATCH", "give exactly one of 'old' and 'pattern'", index)
     if old is not None:
         if not old:
             raise BatchRejected("INVALID_BATCH", "'old' must not be empty", index)
         count = text.count(old)
+        if count and max_size is not None:
+            size = len(text.encode()) + count * (len(new.encode()) - len(old.encode()))
+            if size > max_size:
+                raise TooLarge(size)
         return (text.replace(old, new), count) if count else (text, 0)
     assert pattern is not None
     regex = compile_pattern(pattern, index)
@@ -132,11 +143,19 @@ def count_and_replace(
     pieces: list[bytes] = []
     copied = 0
     count = 0
+    size = len(data)
     for match in _matches(regex, data):
+        if stop is not None and stop():
+            raise OutOfBudget()
         start, end = match.span()
         pieces.append(data[copied:start])
+        size -= end - start
         for piece in encoded:
-            pieces.append(piece if isinstance(piece, bytes) else (match.group(piece) or b""))
+            value = piece if isinstance(piece, bytes) else (match.group(piece) or b"")
+            size += len(value)
+            pieces.append(value)
+        if max_size is not None and size > max_size:
+            raise TooLarge(size)
         copied = end
         count += 1
     if not count:

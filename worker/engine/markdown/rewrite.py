@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
+from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.links import (
     FileIndex,
     Link,
@@ -54,10 +55,13 @@ def rewrite_links(
     moves: Mapping[str, str],
     files_before: FileIndex | Iterable[str],
     files_after: FileIndex | Iterable[str] | None = None,
+    *,
+    max_size: int | None = None,
 ) -> tuple[str, int]:
     """``text`` with every link whose target moved (or that the moves broke) pointing to the new place,
     and how many links were rewritten. ``path`` is the page's path before the moves; ``files_after``
-    defaults to ``files_before`` with ``moves`` applied."""
+    defaults to ``files_before`` with ``moves`` applied. With ``max_size``, ``TooLarge`` is raised as soon
+    as the text built so far would make the result longer than that many characters."""
     before = FileIndex.of(files_before)
     after = (
         FileIndex.of(files_after)
@@ -68,6 +72,7 @@ def rewrite_links(
     pieces: list[str] = []
     position = 0
     count = 0
+    size = len(text)
     for link in find_links(text):
         if not link.is_page_link:
             continue
@@ -80,6 +85,9 @@ def rewrite_links(
         new_target = retarget(link, old, wanted, page_after, after)
         if new_target is None or new_target == link.target:
             continue
+        size += len(new_target) - (link.target_end - link.target_start)
+        if max_size is not None and size > max_size:
+            raise TooLarge(size)
         pieces.append(text[position : link.target_start])
         pieces.append(new_target)
         position = link.target_end

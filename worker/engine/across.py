@@ -1,0 +1,126 @@
+"""``replace_across``: one replace (literal ``old`` or RE2 ``pattern``) over every page under a prefix.
+
+The pages are the files whose path starts with ``prefix``, as the batch left them so far, in path order;
+files that are not UTF-8 text are skipped. Pages where the zone policy allows no in-place change
+(``raw/``) are never changed: one that would have matched is reported as a ``NOT_REWRITTEN`` warning.
+Every match is replaced (``markdown.count_and_replace``: RE2, ``new`` may use ``\\1``/``\\g<name>``); each
+changed page gets one ``applied`` entry ``{"op": "replace_across", "path", "version", "count"}``.
+
+Refusals: no match on any page is ``OLD_NOT_FOUND``; a total that differs from ``expected_count`` is
+``COUNT_MISMATCH`` (after every page was looked at, so the message gives the real total); a page over
+``max_file_bytes`` or all new bytes over ``max_output_bytes`` is ``BATCH_TOO_LARGE`` (a literal
+replacement's size is known before it is built, a pattern's is checked as it grows), and so are patterns
+that spend more than ``max_pattern_seconds`` of CPU in all (a pattern like ``a.*b|a`` rescans the rest
+of a line for every match).
+
+Cost: with ``old``, only the pages ``HeadView.mentioning(old)`` names are read (plus those the batch
+changed); a pattern reads every page under the prefix.
+"""
+
+from __future__ import annotations
+
+import time
+
+from worker.engine.markdown import compile_pattern, count_and_replace
+from worker.engine.markdown.bounds import OutOfBudget, TooLarge
+from worker.engine.markdown.patterns import parse_template
+from worker.engine.state import BatchState
+from worker.errors import BatchRejected
+from worker.schema.edits import ReplaceAcross
+
+_MAX_PROBE_BYTES = 4096  # a literal longer than this is not worth a text search
+
+
+def check_pattern(edit: ReplaceAcross, index: int | None) -> None:
+    """``PATTERN_INVALID`` for a pattern RE2 refuses or a ``new`` that names groups it lacks."""
+    if edit.pattern is not None:
+        regex = compile_pattern(edit.pattern, index)
+        parse_template(edit.new, regex.groups, dict(regex.groupindex), index)
+
+
+def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
+    """Apply ``edit`` to every page under its prefix (see the module docstring)."""
+    check_pattern(edit, index)
+    total = 0
+    started = time.thread_time()
+    budget = work.limits.max_pattern_seconds
+
+    def out_of_time() -> bool:
+        return work.pattern_seconds + time.thread_time() - started > budget
+
+    try:
+        for page in _pages(work, edit):
+            file = work.current(page)
+            if file is None:
+                continue
+            try:
+                text = work.content(file).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            try:
+                new, count = count_and_replace(
+                    text,
+                    new=edit.new,
+                    old=edit.old,
+                    pattern=edit.pattern,
+                    index=index,
+                    max_size=work.limits.max_file_bytes,
+                    stop=out_of_time,
+                )
+            except TooLarge as exc:
+                work.check_file_size(index, page, exc.size)
+                raise AssertionError("unreachable: over max_file_bytes") from exc
+            if not count:
+                continue
+            if not work.zone_allows("replace_across", page):
+                work.warn(
+                    "NOT_REWRITTEN",
+                    page,
+                    f"{count} match(es) in {page!r} were not replaced: this zone allows no in-place "
+                    "change (raw/ is create-only)",
+                )
+                continue
+            total += count
+            work.write(index, "replace_across", page, new.encode("utf-8"), count=count)
+    except OutOfBudget:
+        raise BatchRejected(
+            "BATCH_TOO_LARGE",
+            f"the pattern took over {budget:g} s of CPU on the pages under {edit.prefix!r}; make it more "
+            "specific (a pattern like 'a.*b|a' rescans the rest of a line per match) or narrow the prefix",
+            index,
+        ) from None
+    finally:
+        work.pattern_seconds += time.thread_time() - started
+    what = f"'old' {edit.old!r}" if edit.old is not None else f"pattern {edit.pattern!r}"
+    if total == 0:
+        raise BatchRejected(
+            "OLD_NOT_FOUND",
+            f"{what} matches nothing in the pages under {edit.prefix!r} that may be changed; check it "
+            "with search_wiki (regex=true for a pattern)",
+            index,
+        )
+    if edit.expected_count is not None and total != edit.expected_count:
+        raise BatchRejected(
+            "COUNT_MISMATCH",
+            f"{what} matches {total} times under {edit.prefix!r}, expected_count is {edit.expected_count}",
+            index,
+        )
+
+
+def _probe(old: str) -> str:
+    """The longest line of ``old`` (a text search matches within one line), or "" when it is too long
+    or has none."""
+    longest = max(old.replace("\r", "\n").split("\n"), key=len)
+    return longest if len(longest.encode()) <= _MAX_PROBE_BYTES else ""
+
+
+def _pages(work: BatchState, edit: ReplaceAcross) -> list[str]:
+    """The paths under the prefix to look at, in order (a superset of those that match)."""
+    prefix = edit.prefix
+    changed = {path for path, file in work.state.items() if file is not None}
+    mentioned = None
+    probe = _probe(edit.old) if edit.old is not None else ""
+    if probe:
+        mentioned = work.head.mentioning([probe])
+    heads = work.files() if mentioned is None else {p for p in mentioned if p not in work.state} | changed
+    return sorted(path for path in heads if path.startswith(prefix))

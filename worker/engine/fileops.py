@@ -1,0 +1,77 @@
+"""The whole-file ops of contract 3.1: create, overwrite, replace, delete (rename lives in ``moves``)."""
+
+from __future__ import annotations
+
+from worker.engine.plan import Applied
+from worker.engine.state import BatchState
+from worker.errors import BatchRejected
+from worker.schema.edits import Create, Delete, Overwrite, Replace, decoded
+
+
+def create(work: BatchState, index: int, edit: Create) -> None:
+    """Create ``edit.path`` (``PATH_EXISTS`` when a file is there)."""
+    if work.current(edit.path) is not None:
+        raise BatchRejected("PATH_EXISTS", f"{edit.path!r} already exists; use overwrite or replace", index)
+    work.write(index, "create", edit.path, decoded(edit, index))
+    work.created.add(edit.path)
+    work.made.append(edit.path)
+
+
+def overwrite(work: BatchState, index: int, edit: Overwrite) -> None:
+    """Replace the whole content of an existing file."""
+    work.existing(index, edit.path)
+    work.check_version(index, edit.path, edit.expected_version)
+    work.write(index, "overwrite", edit.path, decoded(edit, index))
+
+
+def replace(work: BatchState, index: int, edit: Replace) -> None:
+    """Replace ``old`` by ``new`` in an existing file (rule 4)."""
+    existing = work.existing(index, edit.path)
+    work.check_version(index, edit.path, edit.expected_version)
+    data = replaced(index, edit, work.content(existing), work.limits.max_file_bytes)
+    work.write(index, "replace", edit.path, data)
+
+
+def delete(work: BatchState, index: int, edit: Delete) -> None:
+    """Delete an existing file."""
+    work.existing(index, edit.path)
+    work.check_version(index, edit.path, edit.expected_version)
+    work.put(index, edit.path, None)
+    work.applied.append(Applied(index, "delete", edit.path, None))
+
+
+def replaced(index: int, edit: Replace, data: bytes, max_size: int) -> bytes:
+    """``data`` with ``edit.old`` replaced by ``edit.new``; the result's size is checked before it is
+    built (a ``replace_all`` multiplies its input)."""
+    old, new = edit.old.encode("utf-8"), edit.new.encode("utf-8")
+    if not old:
+        raise BatchRejected("INVALID_BATCH", "replace needs a non-empty 'old'", index)
+    count = data.count(old)
+    if count == 0:
+        raise BatchRejected(
+            "OLD_NOT_FOUND",
+            f"'old' does not occur in {edit.path!r}; read the page raw and copy it",
+            index,
+        )
+    if edit.expected_count is not None and count != edit.expected_count:
+        raise BatchRejected(
+            "COUNT_MISMATCH",
+            f"'old' occurs {count} times in {edit.path!r}, expected_count is {edit.expected_count}",
+            index,
+        )
+    if count > 1 and not edit.replace_all:
+        raise BatchRejected(
+            "OLD_NOT_UNIQUE",
+            f"'old' occurs {count} times in {edit.path!r}; add context to make it unique, or set "
+            "replace_all=true (with expected_count to guard the number)",
+            index,
+        )
+    size = len(data) + (count if edit.replace_all else 1) * (len(new) - len(old))
+    if size > max_size:  # refused before the result is built: it may be huge
+        raise BatchRejected(
+            "BATCH_TOO_LARGE",
+            f"the replace would make {edit.path!r} {size} bytes, over the limit of {max_size} bytes a "
+            "file; split the page",
+            index,
+        )
+    return data.replace(old, new) if edit.replace_all else data.replace(old, new, 1)

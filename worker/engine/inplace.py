@@ -1,0 +1,110 @@
+"""In-place ops on one existing file: ``append``, ``frontmatter`` and the five section ops (contract 7).
+
+Each is allowed where the zone policy allows ``replace`` (``state.ZONE_OPS``) and changes only what it
+names; the rest of the file is kept byte for byte.
+
+- ``append``: ``content`` at the end; first a line break (the file's own: the ending of its last line
+  break, else ``\\n``) when the file is not empty and does not end with one.
+- ``frontmatter``: ``markdown.set_frontmatter`` (keys, order and comments kept; ``FRONTMATTER_INVALID``
+  when the block is not a YAML mapping).
+- section ops: ``markdown.sections`` (``SECTION_NOT_FOUND``, ``SECTION_AMBIGUOUS``).
+
+Versions: ``append`` and ``frontmatter`` take an optional ``expected_version`` (without it they apply to
+whatever the page holds, so they never conflict); a section op needs ``expected_version`` (the page) or
+``expected_section_version`` (the addressed section, as the batch left the page), unless the page was
+created earlier in the batch. Text ops need UTF-8 (``INVALID_ENCODING`` otherwise).
+"""
+
+from __future__ import annotations
+
+from worker.engine.markdown import (
+    append_section,
+    insert_section_after,
+    remove_section,
+    rename_section,
+    replace_section,
+    set_frontmatter,
+)
+from worker.engine.state import BatchState
+from worker.errors import BatchRejected
+from worker.schema.edits import (
+    Append,
+    AppendSection,
+    Frontmatter,
+    InsertSectionAfter,
+    RemoveSection,
+    RenameSection,
+    ReplaceSection,
+    SectionEdit,
+    utf8,
+)
+
+
+def append(work: BatchState, index: int, edit: Append) -> None:
+    """Add ``edit.content`` at the end of an existing file."""
+    file = work.existing(index, edit.path)
+    work.check_version(index, edit.path, edit.expected_version, required=False)
+    data = work.content(file)
+    added = utf8(edit.content, index)
+    if data and not data.endswith((b"\n", b"\r")):
+        added = line_break(data) + added
+    work.check_file_size(index, edit.path, len(data) + len(added))
+    work.write(index, "append", edit.path, data + added)
+
+
+def line_break(data: bytes) -> bytes:
+    """The line break ``data`` uses last (``\\r\\n``, ``\\n`` or ``\\r``), else ``\\n``."""
+    at = data.rfind(b"\n")
+    if at > 0 and data[at - 1 : at] == b"\r":
+        return b"\r\n"
+    if at >= 0:
+        return b"\n"
+    return b"\r" if b"\r" in data else b"\n"
+
+
+def frontmatter(work: BatchState, index: int, edit: Frontmatter) -> None:
+    """Merge ``edit.set`` into the page's front matter and drop ``edit.unset``."""
+    file = work.existing(index, edit.path)
+    work.check_version(index, edit.path, edit.expected_version, required=False)
+    text = work.text(index, edit.path, file)
+    new = set_frontmatter(text, set=edit.set or {}, unset=edit.unset or [], index=index)
+    work.write(index, "frontmatter", edit.path, new.encode("utf-8"))
+
+
+def section(work: BatchState, index: int, edit: SectionEdit) -> None:
+    """Apply one of the five section ops to the page as the batch left it."""
+    file = work.existing(index, edit.path)
+    if edit.expected_version is None and edit.expected_section_version is None:
+        if edit.path not in work.created:
+            raise BatchRejected(
+                "VERSION_REQUIRED",
+                f"{edit.path!r} exists; give expected_version (the page's version) or "
+                "expected_section_version (the section's, from read_page with sections=true)",
+                index,
+            )
+    elif edit.expected_version is not None:
+        work.check_version(index, edit.path, edit.expected_version)
+    text = work.text(index, edit.path, file)
+    guard = edit.expected_section_version
+    if isinstance(edit, ReplaceSection):
+        new = replace_section(text, edit.heading, edit.content, index=index, expected_section_version=guard)
+    elif isinstance(edit, AppendSection):
+        new = append_section(text, edit.heading, edit.content, index=index, expected_section_version=guard)
+    elif isinstance(edit, InsertSectionAfter):
+        new = insert_section_after(
+            text,
+            edit.heading,
+            edit.new_heading,
+            edit.level,
+            edit.content,
+            index=index,
+            expected_section_version=guard,
+        )
+    elif isinstance(edit, RemoveSection):
+        new = remove_section(text, edit.heading, index=index, expected_section_version=guard)
+    else:
+        assert isinstance(edit, RenameSection)
+        new = rename_section(
+            text, edit.heading, edit.new_heading, index=index, expected_section_version=guard
+        )
+    work.write(index, edit.op, edit.path, new.encode("utf-8"))

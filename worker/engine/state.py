@@ -1,0 +1,298 @@
+"""The working state of one preflight: the head a batch is checked against, plus what its edits did so far.
+
+``BatchState`` overlays the edits on the head (a ``plan.HeadView``: tests pass ``DictHead``, the worker a
+git snapshot) and enforces, for every op module, the rules all ops share:
+
+- **versions** (contract rule 2, amended): an edit that names ``expected_version`` passes when it is the
+  path's version at the head or any version an earlier edit of the batch gave the path; a path created
+  earlier in the batch (a ``create`` or a rename target) needs none;
+- **zones**: an in-place change (``append``, ``frontmatter``, the section ops, ``replace_across``, a
+  rewritten link) is allowed exactly where the zone policy allows ``replace``;
+- **output size**: ``put`` keeps every file under ``limits.max_file_bytes`` and all new bytes of the batch
+  under ``limits.max_output_bytes``;
+- **file/folder conflicts** in the result (``check_conflicts``).
+
+Nothing here writes anywhere: a refused batch leaves no trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from worker.engine.markdown import FileIndex
+from worker.engine.paths import OpName, ZonePolicy
+from worker.engine.plan import Applied, BatchWarning, HeadView, NewFile, Plan, blob_id
+from worker.errors import BatchRejected
+from worker.schema.edits import Limits
+
+# The zone rule each op is checked under: in-place changes are what ``replace`` is.
+ZONE_OPS: dict[str, OpName] = {
+    "create": "create",
+    "overwrite": "overwrite",
+    "replace": "replace",
+    "delete": "delete",
+    "rename": "rename",
+    "append": "replace",
+    "frontmatter": "replace",
+    "replace_section": "replace",
+    "append_section": "replace",
+    "insert_section_after": "replace",
+    "remove_section": "replace",
+    "rename_section": "replace",
+    "replace_across": "replace",
+    "rewrite_links": "replace",
+}
+
+
+class BatchState:
+    """The head plus the edits applied so far (see the module docstring for the shared rules).
+
+    ``output`` is the number of new bytes held in ``state`` (files this batch materialised), kept under
+    ``limits.max_output_bytes``; no file grows past ``limits.max_file_bytes``. Ops compute a result's size
+    before building it where that is cheap, so memory never grows far past the limits.
+    """
+
+    def __init__(self, head: HeadView, policy: ZonePolicy, limits: Limits) -> None:
+        self.head = head
+        self.policy = policy
+        self.limits = limits
+        self.output = 0
+        self.state: dict[str, NewFile | None] = {}
+        self.created: set[str] = set()
+        self.made: list[str] = []  # paths made by create edits, in order
+        self.origin: dict[str, int] = {}
+        self.versions: dict[str, set[str]] = {}  # every version an edit of the batch gave a path
+        self.moved_from: dict[str, str] = {}  # a moved file's path -> the path it had before the batch
+        self.applied: list[Applied] = []
+        self.warnings: list[BatchWarning] = []
+        self.pattern_seconds = 0.0  # CPU spent in RE2 patterns so far (limits.max_pattern_seconds)
+        self._files: set[str] | None = None
+        self._read: dict[str, bytes] = {}  # head files read ahead (prefetch)
+
+    # -- reading the current state --------------------------------------------------------------------
+
+    def current(self, path: str) -> NewFile | None:
+        """The file at ``path`` as the batch left it so far, or None."""
+        if path in self.state:
+            return self.state[path]
+        version = self.head.version(path)
+        return None if version is None else NewFile(version, source=path)
+
+    def existing(self, index: int, path: str) -> NewFile:
+        """The file at ``path``, or ``NOT_FOUND`` naming the edit."""
+        file = self.current(path)
+        if file is None:
+            raise BatchRejected("NOT_FOUND", f"{path!r} does not exist at this point of the batch", index)
+        return file
+
+    def content(self, file: NewFile) -> bytes:
+        """The bytes of ``file``."""
+        if file.data is not None:
+            return file.data
+        assert file.source is not None
+        found = self._read.get(file.source)
+        return found if found is not None else self.head.read(file.source)
+
+    def text(self, index: int, path: str, file: NewFile) -> str:
+        """The content of ``file`` as text; ``INVALID_ENCODING`` when it is not UTF-8."""
+        try:
+            return self.content(file).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BatchRejected(
+                "INVALID_ENCODING",
+                f"{path!r} is not UTF-8 text, so this op cannot edit it; use overwrite",
+                index,
+            ) from None
+
+    def files(self) -> set[str]:
+        """Every file path as the batch left it so far (built on first use, then kept up to date)."""
+        if self._files is None:
+            found = set(self.head.file_index().files)
+            for path, file in self.state.items():
+                if file is None:
+                    found.discard(path)
+                else:
+                    found.add(path)
+            self._files = found
+        return self._files
+
+    def index(self) -> FileIndex:
+        """The ``FileIndex`` of the files as the batch left them so far (derived from the head's)."""
+        removed = [path for path, file in self.state.items() if file is None]
+        added = [path for path, file in self.state.items() if file is not None]
+        return self.head.file_index().changed(removed, added)
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Read the head files at ``paths`` in one go for ``content`` (``forget`` drops them)."""
+        wanted = [p for p in paths if p not in self.state and p not in self._read]
+        if wanted:
+            self._read.update(self.head.read_many(wanted))
+
+    def forget(self) -> None:
+        """Drop what ``prefetch`` read."""
+        self._read.clear()
+
+    def files_under(self, folder: str) -> list[str]:
+        """Every file below ``folder`` as the batch left it so far, sorted."""
+        prefix = folder + "/"
+        found = {p for p in self.head.files_under(folder) if self.state.get(p, True) is not None}
+        found |= {p for p, f in self.state.items() if f is not None and p.startswith(prefix)}
+        return sorted(found)
+
+    def is_file(self, path: str) -> bool:
+        """True when a file is at ``path`` as the batch left it so far."""
+        if path in self.state:
+            return self.state[path] is not None
+        return self.head.version(path) is not None
+
+    # -- rules ----------------------------------------------------------------------------------------
+
+    def check_zone(self, op: str, path: str, index: int | None) -> None:
+        """``ZONE_FORBIDDEN`` / ``PROTECTED_PATH`` unless the zone policy lets ``op`` touch ``path``."""
+        check_zone(self.policy, op, path, index)
+
+    def zone_allows(self, op: str, path: str) -> bool:
+        """True when the zone policy lets ``op`` touch ``path``."""
+        try:
+            check_zone(self.policy, op, path, None)
+        except BatchRejected:
+            return False
+        return True
+
+    def check_version(self, index: int, path: str, expected: str | None, *, required: bool = True) -> None:
+        """Rule 2: ``expected`` must be the head version or one an earlier edit gave ``path``; None is
+        ``VERSION_REQUIRED`` when ``required``. A path created earlier in the batch is never checked."""
+        if path in self.created:
+            return
+        actual = self.head.version(path)
+        if expected is None:
+            if required:
+                raise BatchRejected(
+                    "VERSION_REQUIRED",
+                    f"{path!r} exists; give expected_version (its version is in read_page or the pages list)",
+                    index,
+                )
+            return
+        produced = self.versions.get(path, set())
+        if expected == actual or expected in produced:
+            return
+        accepted = f"the head version {actual}"
+        if produced:
+            accepted += " or a version this batch produced (" + ", ".join(sorted(produced)) + ")"
+        raise BatchRejected(
+            "VERSION_MISMATCH",
+            f"{path!r} is not at version {expected}: expected {accepted}. It changed since you read it: "
+            "read it again and redo this edit",
+            index,
+        )
+
+    def check_file_size(self, index: int, path: str, size: int) -> None:
+        """``BATCH_TOO_LARGE`` when a file of ``size`` bytes would be over the per-file limit."""
+        if size > self.limits.max_file_bytes:
+            raise BatchRejected(
+                "BATCH_TOO_LARGE",
+                f"{path!r} would be {size} bytes, over the limit of {self.limits.max_file_bytes} bytes a "
+                "file; split the page",
+                index,
+            )
+
+    # -- writing the state ----------------------------------------------------------------------------
+
+    def put(self, index: int, path: str, file: NewFile | None) -> None:
+        """Set ``path`` to ``file`` (None: deleted), within the output limits; remembers its version."""
+        size = _held(file)
+        self.check_file_size(index, path, size)
+        output = self.output - _held(self.state.get(path)) + size
+        if output > self.limits.max_output_bytes:
+            raise BatchRejected(
+                "BATCH_TOO_LARGE",
+                f"the batch would write {output} bytes of new content, over the limit of "
+                f"{self.limits.max_output_bytes}; split it into smaller batches",
+                index,
+            )
+        self.output = output
+        self.state[path] = file
+        self.origin[path] = index
+        if file is not None:
+            self.versions.setdefault(path, set()).add(file.version)
+        if self._files is not None:
+            if file is None:
+                self._files.discard(path)
+            else:
+                self._files.add(path)
+
+    def write(self, index: int, op: str, path: str, data: bytes, count: int | None = None) -> None:
+        """Put ``data`` at ``path`` and record the applied entry of ``op``."""
+        version = blob_id(data)
+        self.put(index, path, NewFile(version, data))
+        self.applied.append(Applied(index, op, path, version, count=count))
+
+    def warn(
+        self, code: str, path: str, message: str, line: int | None = None, link: str | None = None
+    ) -> None:
+        """Remember a warning for a dry run's answer."""
+        self.warnings.append(BatchWarning(code, path, message, line, link))
+
+    # -- the result -----------------------------------------------------------------------------------
+
+    def check_conflicts(self) -> None:
+        """No file may sit where a folder is, nor under a path that is a file, in the result."""
+        new_folders: dict[str, int] = {}
+        for path, file in self.state.items():
+            if file is not None:
+                parts = path.split("/")
+                for depth in range(1, len(parts)):
+                    new_folders.setdefault("/".join(parts[:depth]), self.origin[path])
+        for path, file in self.state.items():
+            if file is None or (self.head.version(path) is not None):
+                continue
+            index = self.origin[path]
+            parts = path.split("/")
+            for depth in range(1, len(parts)):
+                folder = "/".join(parts[:depth])
+                if self.is_file(folder):
+                    raise BatchRejected(
+                        "PATH_CONFLICT", f"{path!r} would be under {folder!r}, which is a file", index
+                    )
+            if path in new_folders or self._head_folder_survives(path):
+                raise BatchRejected("PATH_CONFLICT", f"{path!r} would be a file where a folder is", index)
+        for folder, index in new_folders.items():
+            if self.is_file(folder):
+                raise BatchRejected(
+                    "PATH_CONFLICT", f"a file would be under {folder!r}, which is a file", index
+                )
+
+    def _head_folder_survives(self, folder: str) -> bool:
+        if not self.head.is_dir(folder):
+            return False
+        return any(self.state.get(p, True) is not None for p in self.head.files_under(folder))
+
+    def plan(self) -> Plan:
+        """The plan of the batch so far: changed paths (a path created and deleted again is no change)."""
+        changes = {p: f for p, f in self.state.items() if f is not None or self.head.version(p) is not None}
+        renamed = {
+            new: old
+            for new, old in self.moved_from.items()
+            if new != old and changes.get(new) is not None and self.head.version(old) is not None
+        }
+        made = [p for p in dict.fromkeys(self.made) if changes.get(p) is not None]
+        return Plan(changes, self.applied, renamed, made, self.warnings)
+
+
+def check_zone(policy: ZonePolicy, op: str, path: str, index: int | None) -> None:
+    """``ZONE_FORBIDDEN`` / ``PROTECTED_PATH`` unless ``policy`` lets ``op`` touch ``path``; in-place
+    ops are checked as ``replace`` and say so."""
+    zone_op = ZONE_OPS.get(op, "replace")
+    try:
+        policy.check(zone_op, path, index)
+    except BatchRejected as exc:
+        if zone_op == op:
+            raise
+        raise BatchRejected(
+            exc.code, f"{op} changes a file in place, which needs replace here: {exc.message}", index
+        ) from None
+
+
+def _held(file: NewFile | None) -> int:
+    """New bytes ``file`` holds in memory (none when it is a head file or a deletion)."""
+    return 0 if file is None or file.data is None else len(file.data)

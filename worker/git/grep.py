@@ -1,0 +1,67 @@
+"""``git grep`` and ``git cat-file --batch`` over one tree, without a working tree: which files mention a
+text, and many blobs at once.
+
+Used where the engine and the reads need a cheap superset of the pages to look at
+(``HeadView.mentioning``: a rename's rewrite_links, a dry run's broken links, backlinks) and by literal
+search. git reads the blobs in C with its delta cache; on a 10 000-page wiki a pass over every page takes
+~30 ms where reading them in Python takes ~0.9 s.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+# Over a tree, git grep's threads contend for the object store's lock: one thread measured ~20 ms where
+# the default took ~30 ms on the 10 000-page benchmark wiki (2 cores).
+THREADS = "--threads=1"
+
+
+def files_mentioning(
+    git_dir: Path, tree: str, needles: Sequence[str], *, ignore_case: bool = True
+) -> list[str]:
+    """Paths of the files of ``tree`` whose bytes contain one of ``needles`` (literal; ASCII case ignored
+    unless ``ignore_case`` is false), in path order. A needle may not hold a line break."""
+    if not needles:
+        return []
+    args = ["git", "--git-dir", str(git_dir), "grep", "-l", "-z", "-F", "--no-color", THREADS]
+    if ignore_case:
+        args.append("-i")
+    for needle in needles:
+        if "\n" in needle or "\r" in needle:
+            raise ValueError("a grep needle is one line")
+        args += ["-e", needle]
+    # LC_ALL=C: -i folds ASCII letters only (in a UTF-8 locale git would also fold the Kelvin sign to k)
+    env = {**os.environ, "LC_ALL": "C"}
+    done = subprocess.run([*args, tree, "--"], capture_output=True, check=False, env=env)
+    if done.returncode not in (0, 1):  # 1: nothing found
+        raise RuntimeError(f"git grep failed: {done.stderr.decode('utf-8', 'replace').strip()[:200]}")
+    prefix = tree.encode() + b":"
+    return [
+        item.removeprefix(prefix).decode("utf-8", "surrogateescape")
+        for item in done.stdout.split(b"\x00")
+        if item
+    ]
+
+
+def read_blobs(git_dir: Path, oids: list[str]) -> list[bytes]:
+    """The bytes of each blob, in order, from one ``git cat-file --batch``."""
+    if not oids:
+        return []
+    request = "".join(oid + "\n" for oid in oids).encode()
+    out = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "cat-file", "--batch", "--buffer"],
+        input=request,
+        capture_output=True,
+        check=True,
+    ).stdout
+    found: list[bytes] = []
+    position = 0
+    for _ in oids:
+        end = out.index(b"\n", position)
+        size = int(out[position:end].split()[2])
+        found.append(out[end + 1 : end + 1 + size])
+        position = end + 1 + size + 1
+    return found

@@ -1,0 +1,104 @@
+"""Backlinks of a page: every link to it in the wiki at the head (``engine.backlinks``), cached by content.
+
+Caches per process, all keyed by git ids, so they never go stale: the file index of a tree (by tree id,
+``Snapshot.file_index``), the parsed links of a page (by blob id, shared by every commit that holds the
+same bytes; bounded by the number of links kept), and whole answers (by commit and path). The pages to
+parse are found with ``git grep`` for the page's name (``HeadView.mentioning``), so a backlinks read costs
+one grep of the tree plus the parsing of the pages that mention the name, the first time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from worker.engine.backlinks import find_backlinks
+from worker.engine.markdown import Link
+from worker.engine.paths import path_problem
+from worker.errors import BatchRejected
+from worker.git.snapshot import Snapshot
+from worker.schema.answers import Backlink, BacklinkList
+from worker.service.caller import Principal
+from worker.service.reads import Reads, in_thread, view
+
+LINKS = 400_000  # parsed links kept, all pages together
+ANSWERS = 256  # whole answers kept, by commit, path and limit
+
+
+class _Lru:
+    """A least-recently-used mapping bounded by the total ``weight`` of its values."""
+
+    def __init__(self, capacity: int, weight: Callable[[object], int]) -> None:
+        self.capacity = capacity
+        self.weight = weight
+        self.items: OrderedDict[str, object] = OrderedDict()
+        self.held = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> object | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+            return found
+
+    def put(self, key: str, value: object) -> None:
+        with self.lock:
+            old = self.items.pop(key, None)
+            if old is not None:
+                self.held -= self.weight(old)
+            self.items[key] = value
+            self.held += self.weight(value)
+            while self.held > self.capacity and len(self.items) > 1:
+                _, dropped = self.items.popitem(last=False)
+                self.held -= self.weight(dropped)
+
+
+class LinkReads:
+    """The backlinks read, with its caches (one per service)."""
+
+    def __init__(self, reads: Reads) -> None:
+        self.reads = reads
+        self.links = _Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
+        self.answers = _Lru(ANSWERS, lambda _: 1)
+
+    async def backlinks(self, caller: Principal, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
+        """Every link (outside code) at the head that resolves to ``path``, by linking page then line; at
+        most ``limit`` (``truncated`` when there were more)."""
+        problem = path_problem(path)
+        if problem is not None:
+            raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
+        at = await self.reads.at(caller, wiki)
+        return await in_thread(lambda: self.collect(view(at.repo, at.commit), path, limit))
+
+    def collect(self, snapshot: Snapshot, path: str, limit: int) -> BacklinkList:
+        """The backlinks answer for ``path`` in ``snapshot`` (the head; blocking)."""
+        version = snapshot.version(path)
+        if version is None:
+            raise BatchRejected("NOT_FOUND", f"no file {path[:200]!r} at the head; find it with list_pages")
+        key = f"{snapshot.commit}\x00{path}\x00{limit}"
+        known = self.answers.get(key)
+        if isinstance(known, BacklinkList):
+            return known
+        found = find_backlinks(snapshot, path, self)
+        answer = BacklinkList(
+            path=path,
+            version=version,
+            commit=snapshot.commit,
+            backlinks=[
+                Backlink(path=f.path, line=f.line, text=f.text, version=f.version) for f in found[:limit]
+            ],
+            truncated=len(found) > limit,
+        )
+        self.answers.put(key, answer)
+        return answer
+
+    def get(self, version: str) -> list[Link] | None:
+        """The parsed links of the page with ``version``, if kept (``engine.backlinks.LinkCache``)."""
+        found = self.links.get(version)
+        return found if isinstance(found, list) else None
+
+    def put(self, version: str, links: list[Link]) -> None:
+        """Keep the parsed links of the page with ``version``."""
+        self.links.put(version, links)
