@@ -10,6 +10,7 @@ Only POST is served: the server is stateless and answers JSON, so there is no st
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.mcp.tools import Backend, Refused, build_server
 from api.server.auth import Principal, principal
@@ -111,6 +112,41 @@ def _refusal(status: int, code: str, message: str, **headers: str) -> JSONRespon
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _envelope_problem(content_type: str, body: bytes) -> tuple[int, str] | None:
+    """Why ``body`` is not one JSON-RPC 2.0 request or notification, as a JSON-RPC error; None when it is."""
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        return -32700, "send JSON-RPC with Content-Type: application/json"
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return -32700, "the body is not JSON"
+    if not isinstance(message, dict):
+        return -32600, "send one JSON-RPC request object"
+    if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) or not message["method"]:
+        return -32600, 'a JSON-RPC request has "jsonrpc": "2.0" and a method name'
+    if "id" in message and (
+        isinstance(message["id"], bool) or not isinstance(message["id"], int | str) or message["id"] == ""
+    ):
+        return -32600, "a JSON-RPC id is a number or a non-empty string"
+    if "params" in message and not isinstance(message["params"], dict):
+        return -32600, "JSON-RPC params are an object"
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the MCP app the body already read, then the connection's own events."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # waits until the client goes away
+
+    return replay
+
+
 class _Guard:
     """Authenticates every ``/mcp`` request before the MCP app sees it, and bounds each principal's
     requests in flight; the principal is left in ``request.state`` for the tools."""
@@ -129,11 +165,13 @@ class _Guard:
             message = f"/mcp answers POST (JSON-RPC requests), not {request.method}"
             await _refusal(405, "NOT_FOUND", message, Allow="POST")(scope, receive, send)
             return
-        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-            problem = {"code": -32700, "message": "send JSON-RPC with Content-Type: application/json"}
-            body = {"jsonrpc": "2.0", "id": None, "error": problem}
-            await JSONResponse(body, status_code=400)(scope, receive, send)
+        body = await request.body()
+        problem = _envelope_problem(request.headers.get("content-type", ""), body)
+        if problem is not None:
+            answer = {"jsonrpc": "2.0", "id": None, "error": {"code": problem[0], "message": problem[1]}}
+            await JSONResponse(answer, status_code=400)(scope, receive, send)
             return
+        receive = _replay(body, receive)
         try:
             caller = await principal(request)
         except WikiqError as exc:

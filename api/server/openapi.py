@@ -24,10 +24,13 @@ PUBLIC = ("/healthz", "/readyz")
 JSONRPC_REQUEST = {
     "type": "object",
     "description": "a JSON-RPC 2.0 request of the Model Context Protocol (initialize, tools/list, ...)",
-    "required": ["jsonrpc", "id", "method"],
+    "required": ["jsonrpc", "method"],
     "properties": {
         "jsonrpc": {"type": "string", "enum": ["2.0"]},
-        "id": {"oneOf": [{"type": "integer"}, {"type": "string", "minLength": 1}]},
+        "id": {
+            "oneOf": [{"type": "integer"}, {"type": "string", "minLength": 1}],
+            "description": "absent for a notification, which gets no answer (202)",
+        },
         "method": {"type": "string", "minLength": 1},
         "params": {"type": "object"},
     },
@@ -53,6 +56,7 @@ def _mcp(settings: Settings) -> dict[str, Any]:
     error = {"$ref": "#/components/schemas/ErrorBody"}
     responses = {
         "200": _json(JSONRPC_ANSWER, "the JSON-RPC answer (a refused call is an answer with an error)"),
+        "202": {"description": "a notification (no id) was taken; it has no answer"},
         "400": _json(JSONRPC_ANSWER, "not a JSON-RPC request"),
         "413": _json(error, "the request body is over WIKIQ_MAX_BODY_BYTES"),
         "429": _json(error, "too many MCP requests of this principal in flight"),
