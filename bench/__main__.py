@@ -14,13 +14,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine, queue, refactor, remote, search
+from bench import engine, queue, reads, refactor, remote, search
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
     Section("queue", "Queue: HTTP submit → commit latency and sustained throughput", queue.section),
     Section("search", "Search of the head (git grep)", search.section),
+    Section("reads", "Reads of a 100 000-page wiki: prefix, slices, indexed search", reads.section),
     Section("remote", "Git remote: coalesced publishing through a slow forge", remote.section),
     Section("refactor", "Refactors: rename with rewrite_links, backlinks (10 000 pages)", refactor.section),
 ]

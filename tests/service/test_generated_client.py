@@ -127,6 +127,9 @@ async def test_every_2xx_answer_has_a_schema(generated: Generated) -> None:
             for status, response in operation["responses"].items():
                 if not status.startswith("2"):
                     continue
+                if "content" not in response:  # only a notification to /mcp has no answer at all
+                    assert (operation["operationId"], status) == ("mcp", "202"), (method, path, status)
+                    continue
                 schema = response["content"]["application/json"]["schema"]
                 if "$ref" in schema:
                     schema = schemas[schema["$ref"].rsplit("/", 1)[1]]

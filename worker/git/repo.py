@@ -47,6 +47,7 @@ from worker.git.refs import read_ref, swap_main, sync_filesystem
 from worker.git.search import SearchHit
 from worker.git.search import search as run_search
 from worker.git.snapshot import FILE_MODE, CommitTrees, Snapshot, TreeCache
+from worker.git.textindex import TextIndex
 
 GITLINK_MODE = 0o160000  # a submodule's entry: not a file of the wiki
 
@@ -80,6 +81,7 @@ class WikiRepo:
         self.packs = self.objects / "pack"
         self.packed = PackReader(self.packs)  # in-process reads; git cat-file for anything else
         self.maintenance = Maintenance(path)
+        self._text: TextIndex | None = None
 
     def close(self) -> None:
         """Stop the repository's ``git cat-file`` processes (a background repack is left to finish)."""
@@ -112,6 +114,13 @@ class WikiRepo:
             except (ValueError, git.BadObject, git.BadName, OSError):
                 return False
             return True
+
+    def text_index(self) -> TextIndex:
+        """The text index of this repository's pages (made on first use; see ``worker.git.textindex``)."""
+        with self.lock:
+            if self._text is None:
+                self._text = TextIndex(self)
+            return self._text
 
     def blob_size(self, oid: str) -> int:
         """The size in bytes of blob ``oid``, without reading it whole."""

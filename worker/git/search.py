@@ -90,6 +90,63 @@ def _literal(
     limit: int,
     after: tuple[str, int] | None,
 ) -> list[SearchHit]:
+    """Literal hits: from the pages the text index names when it can (``worker.git.textindex``), else by
+    grepping every page."""
+    candidates = repo.text_index().candidates(commit, query, prefix, after[0] if after else "")
+    if candidates is not None:
+        return _scan(repo, commit, candidates, query, case_sensitive, limit, after)
+    return _grep(repo, commit, query, case_sensitive, prefix, limit, after)
+
+
+def _scan(
+    repo: WikiRepo,
+    commit: str,
+    paths: list[str],
+    query: str,
+    case_sensitive: bool,
+    limit: int,
+    after: tuple[str, int] | None,
+) -> list[SearchHit]:
+    """The lines of ``paths`` (in order) holding ``query``, as ``git grep -F`` would report them."""
+    snapshot = repo.snapshot(commit)
+    wanted = query if case_sensitive else _fold(query)
+    hits: list[SearchHit] = []
+    for start in range(0, len(paths), CHUNK_FILES):
+        chunk = [(path, snapshot.version(path)) for path in paths[start : start + CHUNK_FILES]]
+        present = [(path, oid) for path, oid in chunk if oid is not None]
+        for (path, oid), data in zip(
+            present, read_blobs(repo.path, [oid for _, oid in present]), strict=True
+        ):
+            if b"\x00" in data[:BINARY_PROBE]:
+                continue
+            for number, raw in enumerate(data.split(b"\n"), 1):
+                text = raw.decode("utf-8", "replace")
+                column = (text if case_sensitive else _fold(text)).find(wanted)
+                if column < 0 or not _after((path, number), after):
+                    continue
+                hits.append(SearchHit(path, number, text, oid, column))
+                if len(hits) >= limit:
+                    return hits
+    return hits
+
+
+def _fold(text: str) -> str:
+    """``text`` with ASCII letters lowered, as ``git grep -i`` folds them (and nothing else)."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
+
+
+def _grep(
+    repo: WikiRepo,
+    commit: str,
+    query: str,
+    case_sensitive: bool,
+    prefix: str,
+    limit: int,
+    after: tuple[str, int] | None,
+) -> list[SearchHit]:
     args = ["git", "--git-dir", str(repo.path), "grep", "-I", "-F", "-n", "-z", "--no-color", THREADS]
     if not case_sensitive:
         args.append("-i")
