@@ -88,7 +88,7 @@ def api(
         log_level="warning",
         log_config=None,  # uvicorn's lines go through the structured logging of _logging
         access_log=False,
-        h11_max_incomplete_event_size=64 * 1024,
+        h11_max_incomplete_event_size=256 * 1024,  # the request limits of api.server.limits answer first
     )
 
 

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from worker.errors import WikiqError
+from worker.schema.answers import ErrorInfo
 from worker.schema.edits import OPS
 
 log = logging.getLogger("wikiq.api")
@@ -36,18 +37,10 @@ STATUS = {
 }
 
 
-class ErrorDetail(BaseModel):
-    """What went wrong: a stable code, a message a person can act on, the failing edit's index."""
-
-    code: str
-    message: str
-    index: int | None
-
-
 class ErrorBody(BaseModel):
     """Every error answer: ``{"error": {"code", "message", "index"}}``."""
 
-    error: ErrorDetail
+    error: ErrorInfo
 
 
 _DOC = {

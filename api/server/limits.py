@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-MAX_QUERY_BYTES = 32 * 1024  # room for every query parameter at its declared maximum, percent-encoded
+MAX_QUERY_BYTES = 48 * 1024  # room for every query parameter at its declared maximum, percent-encoded
 MAX_HEADER_BYTES = 32 * 1024
 
 

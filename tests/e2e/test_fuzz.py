@@ -1,4 +1,6 @@
-"""Fuzzing against the OpenAPI schema with schemathesis: no server error, every answer as documented."""
+"""Fuzzing against the OpenAPI schema with schemathesis (every check, every phase, stateful included, and
+``/mcp``): no server error, every request the schema allows is taken, every one it refuses is refused, every
+answer as documented. ``schemathesis.toml`` says why two answers depend on state no schema describes."""
 
 from __future__ import annotations
 
@@ -12,20 +14,21 @@ from tests.e2e.service import Service
 
 
 def test_schemathesis_finds_no_server_error(tmp_path: Path) -> None:
-    """At least 500 generated requests: no 5xx, every status and body conform to the schema."""
+    """At least 500 generated requests and no failure of any check."""
     service = Service(tmp_path).start(workers=1)
     try:
         service.create_wiki("fuzz")
         examples = os.environ.get("WIKIQ_FUZZ_EXAMPLES", "30")
-        checks = "not_a_server_error,response_schema_conformance,status_code_conformance"
         schemathesis = Path(sys.executable).with_name("schemathesis")
         done = subprocess.run(
             [
                 str(schemathesis),
                 "run",
                 f"{service.url}/openapi.json",
-                "-c",
-                checks,
+                "--checks",
+                "all",
+                "--exclude-checks",
+                "use_after_free",  # DELETE cancels a job, which stays readable (schemathesis.toml)
                 "-n",
                 examples,
                 "--seed",
@@ -35,6 +38,7 @@ def test_schemathesis_finds_no_server_error(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             timeout=900,
+            cwd=Path(__file__).resolve().parents[2],  # where schemathesis.toml is
         )
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-4000:]

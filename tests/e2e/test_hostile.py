@@ -105,9 +105,9 @@ def test_chunked_body_over_limit_is_413(svc: Service) -> None:
 
 
 def test_long_query_string_is_414(svc: Service) -> None:
-    """A query string over 32 KiB is refused with the error object."""
+    """A query string over 48 KiB is refused with the error object."""
     _assert_error(
-        svc.client.get("/v1/wikis/hostile/pages", params={"prefix": "x" * 40_000}), 414, "INVALID_BATCH"
+        svc.client.get("/v1/wikis/hostile/pages", params={"prefix": "x" * 60_000}), 414, "INVALID_BATCH"
     )
 
 

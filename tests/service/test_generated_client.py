@@ -225,7 +225,7 @@ async def test_refusals_parse_as_the_error_object(generated: Generated) -> None:
         "refusals", client=generated.client, body=bad
     )
     assert refused.status_code == 422
-    assert isinstance(refused.parsed, m("ErrorBody")) and isinstance(refused.parsed.error, m("ErrorDetail"))
+    assert isinstance(refused.parsed, m("ErrorBody")) and isinstance(refused.parsed.error, m("ErrorInfo"))
     assert (refused.parsed.error.code, refused.parsed.error.index) == ("INVALID_PATH", 0)
     missing = await generated.op("jobs", "get_job").asyncio_detailed(
         "01HZZZZZZZZZZZZZZZZZZZZZZZ", client=generated.client
@@ -254,7 +254,8 @@ async def test_idempotent_replay_cancel_and_job_list(dep: Deployment, generated:
             "jobs-gen", client=generated.client, body=batch, idempotency_key="k1"
         )
         assert (first.status_code, again.status_code) == (202, 200)
-        assert isinstance(again.parsed, m("Job")) and again.parsed.job_id == first.parsed.job_id
+        assert isinstance(again.parsed, m("ReplayedJob")) and again.parsed.job_id == first.parsed.job_id
+        assert again.parsed.status_url == f"/v1/jobs/{first.parsed.job_id}"  # typed, not an extra
         assert again.parsed.status == m("JobStatus").QUEUED
         cancelled = await generated.op("jobs", "cancel_job").asyncio(
             first.parsed.job_id, client=generated.client

@@ -9,18 +9,50 @@ know (``extra="allow"``), so a newer server's additions survive a round trip thr
 from __future__ import annotations
 
 import base64
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+AppliedOp = Literal[
+    "create",
+    "overwrite",
+    "replace",
+    "delete",
+    "rename",
+    "append",
+    "frontmatter",
+    "replace_section",
+    "append_section",
+    "insert_section_after",
+    "remove_section",
+    "rename_section",
+    "replace_across",
+    "rewrite_links",
+]
+Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def _always_sent(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """In the answer schemas every field is required (the server always sends it, null or not) except those
+    left out when empty (``exclude_if``): generated clients then need no "unset" values."""
+    optional = {
+        field.alias or name for name, field in model.model_fields.items() if field.exclude_if is not None
+    }
+    required = [name for name in schema.get("required", []) if name not in optional]
+    if required:
+        schema["required"] = required
+    else:
+        schema.pop("required", None)
 
 
 class Answer(BaseModel):
     """Base of every answer model: unknown fields are kept."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow", json_schema_serialization_defaults_required=True, json_schema_extra=_always_sent
+    )
 
 
 class ErrorInfo(Answer):
@@ -38,7 +70,7 @@ class WikiInfo(Answer):
     id: str = Field(description="the wiki's id")
     head: str | None = Field(default=None, description="the commit main points at; null for an empty wiki")
     remote: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the remote's name")
-    published_at: str | None = Field(
+    published_at: Timestamp | None = Field(
         default=None, exclude_if=lambda v: v is None, description="when wikiq last pushed to the remote"
     )
     problems: list[str] | None = Field(
@@ -162,7 +194,7 @@ class CommitInfo(Answer):
     commit: str = Field(description="the commit id")
     message: str = Field(description="the commit message")
     author: Author = Field(description="who made it")
-    time: str = Field(description="when, ISO 8601 UTC")
+    time: Timestamp = Field(description="when, ISO 8601 UTC")
     job_id: str | None = Field(
         default=None, description="the job that made it; null for commits wikiq did not make"
     )
@@ -175,7 +207,7 @@ class Applied(Answer):
     more per rewritten page, a replace_across one per changed page."""
 
     index: int = Field(description="the edit's index in the batch")
-    op: str = Field(description="the op, or rewrite_links for a page a rename rewrote")
+    op: AppliedOp = Field(description="the op, or rewrite_links for a page a rename rewrote")
     path: str = Field(description="the path it changed")
     new_path: str | None = Field(default=None, exclude_if=lambda v: v is None, description="renames only")
     version: str | None = Field(description="the path's version after the edit; null once deleted")
@@ -230,7 +262,7 @@ class JobResult(Answer):
 class Attempt(Answer):
     """One webhook delivery attempt: when, the receiver's status (None without an answer), why it failed."""
 
-    at: str = Field(description="when, ISO 8601 UTC")
+    at: Timestamp = Field(description="when, ISO 8601 UTC")
     status: int | None = Field(default=None, description="the receiver's HTTP status; null without an answer")
     error: str | None = Field(default=None, description="why it failed")
     ms: int = Field(default=0, description="how long it took")
@@ -255,9 +287,9 @@ class Job(Answer):
     wiki: str | None = Field(default=None, description="the wiki")
     status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
     dry_run: bool = Field(default=False, description="true for a batch only checked")
-    submitted_at: str | None = Field(default=None, description="when it was accepted, ISO 8601 UTC")
-    started_at: str | None = Field(default=None, description="when a worker started it")
-    finished_at: str | None = Field(default=None, description="when it finished")
+    submitted_at: Timestamp | None = Field(default=None, description="when it was accepted, ISO 8601 UTC")
+    started_at: Timestamp | None = Field(default=None, description="when a worker started it")
+    finished_at: Timestamp | None = Field(default=None, description="when it finished")
     result: JobResult | None = Field(
         default=None,
         description="a succeeded job's commit and applied changes (and a dry run's diff and warnings)",
@@ -323,3 +355,9 @@ class Readiness(Answer):
     status: Literal["ok", "unavailable"]
     redis: str
     data_dir: str
+
+
+class ReplayedJob(Job):
+    """``200`` to a submission whose ``Idempotency-Key`` was used before with the same batch: that job."""
+
+    status_url: str = Field(description="where to poll the job")

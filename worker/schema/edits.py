@@ -16,7 +16,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -26,6 +27,7 @@ HEX40 = r"^[0-9a-f]{40}$"
 # "minLength: 1" in the schema (what agents read), checked by ``check_static`` rather than by pydantic, so
 # text that is not valid Unicode stays INVALID_ENCODING and an empty one INVALID_BATCH naming the edit.
 NON_EMPTY: dict[str, JsonValue] = {"minLength": 1}
+NULL: dict[str, JsonValue] = {"type": "null"}
 Version = Annotated[
     str | None,
     Field(
@@ -69,16 +71,73 @@ Content = Annotated[str, Field(description="The whole new file content (see enco
 Text = Annotated[str, Field(description="Markdown text, written as given.")]
 
 
+# Paths as far as a pattern can say them, in the schema only (``check_static`` enforces the rules with their
+# own codes: INVALID_PATH, ZONE_FORBIDDEN, PROTECTED_PATH). A segment: no '/', backslash or control
+# character, not '.' or '..', not '.git' (any case, with the trailing dots and spaces Windows drops) or its
+# 8.3 name; the zones are the default policy's (an operator may override a wiki's).
+_SEGMENT = (
+    r"(?!\.\.?(?:/|$))(?!\.[gG][iI][tT][. ]*(?:[:/]|$))(?![gG][iI][tT]~1(?:[:/]|$))"
+    r"[^/\\\u0000-\u001f\u007f-\u009f]{1,255}"
+)
+_UNDER = rf"(?:{_SEGMENT}/)*{_SEGMENT}"
+_ROOT_FILES = r"(?:index|log|schema)\.md"
+PAGE_PATH = rf"^{_UNDER}$"  # any file path (a read)
+PATH_ANY_ZONE = rf"^(?:(?:wiki|raw)/{_UNDER}|{_ROOT_FILES})$"  # create
+PATH_WRITABLE = rf"^(?:wiki/{_UNDER}|{_ROOT_FILES})$"  # changing an existing file
+PATH_MOVABLE = rf"^wiki/{_UNDER}$"  # delete, rename
+
+
+def _prefixes(*names: str) -> list[str]:
+    return sorted({name[:n] for name in names for n in range(len(name) + 1)})
+
+
+# replace_across: '' or any start of a zone's name, or a path under wiki/ (raw/ itself takes no replace)
+PREFIX = (
+    rf"^(?:wiki/(?:{_SEGMENT}/)*(?:{_SEGMENT})?|"
+    + "|".join(p.replace(".", r"\.") for p in _prefixes("wiki/", "raw", "index.md", "log.md", "schema.md"))
+    + ")$"
+)
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _path_schema(pattern: str, *fields: str) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` giving ``fields`` (default ``path``) the path ``pattern``."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        for name in fields or ("path",):
+            schema["properties"][name].update({"pattern": pattern, "maxLength": 4096})
+
+    return extra
+
+
+def _overwrite_schema(schema: dict[str, Any]) -> None:
+    """An overwrite: a writable path, and base64 content when ``encoding`` says so."""
+    _content_schema(schema)
+    _path_schema(PATH_WRITABLE)(schema)
+
+
+def _content_schema(schema: dict[str, Any]) -> None:
+    """Content is base64 when ``encoding`` says so (a schema-only rule: the code answers INVALID_ENCODING)."""
+    _path_schema(PATH_ANY_ZONE)(schema)
+    schema["if"] = {"properties": {"encoding": {"const": "base64"}}, "required": ["encoding"]}
+    schema["then"] = {"properties": {"content": {"pattern": BASE64}}}
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: JSON's false is a boolean, 2.0 is not an integer level, "1" is not a count (as the schema says)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Edit(_Strict):
+    model_config = ConfigDict(json_schema_extra=_path_schema(PATH_WRITABLE))
+
     path: str = Field(description="The file's path inside the wiki, relative POSIX, e.g. wiki/redis.md.")
 
 
 class Create(_Edit):
     """Create a file that does not exist yet (PATH_EXISTS if it does)."""
+
+    model_config = ConfigDict(json_schema_extra=_content_schema)
 
     op: Literal["create"] = Field(description="The op: create.")
     content: Content
@@ -87,6 +146,8 @@ class Create(_Edit):
 
 class Overwrite(_Edit):
     """Replace the whole content of an existing file."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _overwrite_schema(schema))
 
     op: Literal["overwrite"] = Field(description="The op: overwrite.")
     content: Content
@@ -123,12 +184,16 @@ class Replace(_Edit):
 class Delete(_Edit):
     """Delete an existing file."""
 
+    model_config = ConfigDict(json_schema_extra=_path_schema(PATH_MOVABLE))
+
     op: Literal["delete"] = Field(description="The op: delete.")
     expected_version: Version = None
 
 
 class Rename(_Edit):
     """Move a file, or a folder with every file under it, to a path that does not exist yet."""
+
+    model_config = ConfigDict(json_schema_extra=_path_schema(PATH_MOVABLE, "path", "new_path"))
 
     op: Literal["rename"] = Field(description="The op: rename.")
     path: str = Field(description="The file or folder to move, e.g. wiki/old.md or wiki/topic.")
@@ -222,11 +287,23 @@ class ReplaceAcross(_Strict):
     """One replace over every page under a prefix, as the batch left the pages; applied lists each
     changed page. Pages under raw/ and files that are not UTF-8 text are never changed."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["old"], "properties": {"old": {"type": "string"}, "pattern": {"type": "null"}}},
+                {
+                    "required": ["pattern"],
+                    "properties": {"pattern": {"type": "string"}, "old": {"type": "null"}},
+                },
+            ]
+        }
+    )
+
     op: Literal["replace_across"] = Field(description="The op: replace_across.")
     prefix: Annotated[
         str,
         Field(
-            json_schema_extra={"maxLength": 4096},
+            json_schema_extra={"maxLength": 4096, "pattern": PREFIX},
             description="Only pages whose path starts with this, e.g. wiki/; '' for all.",
         ),
     ]
@@ -308,8 +385,21 @@ OPS: tuple[str, ...] = (
 )
 
 
+_PORT = r"(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+WEBHOOK_URL = rf"^https?://[^\s/?#@\[\]:]+(?::{_PORT})?(?:[/?#]\S*)?$"
+
+
 class Webhook(_Strict):
-    url: Annotated[str, Field(min_length=1, max_length=2048)]
+    url: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=2048,
+            json_schema_extra={"pattern": WEBHOOK_URL},
+            description="http(s) URL without credentials; hosts resolving to private addresses are refused "
+            "unless the operator allows them",
+        ),
+    ]
 
 
 class Batch(_Strict):

@@ -19,28 +19,34 @@ from worker.schema.answers import (
     Page,
     PageList,
     PageSet,
+    ReplayedJob,
     Submitted,
     WikiInfo,
     WikiList,
 )
-from worker.schema.edits import Batch
+from worker.schema.edits import PAGE_PATH, Batch
 
 router = APIRouter(prefix="/v1", tags=["wikis"], responses=ERROR_RESPONSES)
 
 WIKI_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 # a page path as far as a pattern can say it: no leading or trailing '/', no backslash, no control
 # character (the engine checks the rest: segments, '.git', lengths)
-PATH_PATTERN = (
-    r"^[^/\\\u0000-\u001f\u007f-\u009f]([^\\\u0000-\u001f\u007f-\u009f]*[^/\\\u0000-\u001f\u007f-\u009f])?$"
-)
+# a page path as far as a pattern can say it (declared in the schema; the service checks the rules and answers
+# INVALID_PATH): pydantic's own regex engine has no look-ahead, so the pattern is not enforced by FastAPI
+PATH_SCHEMA = {"pattern": PAGE_PATH}
+# a cursor (base64url of a path) short enough that any request within the declared lengths fits the 64 KiB
+# request line the HTTP server parses (longer requests get its plain-text 400, not the error object)
+CURSOR_CHARS = 5200
 WikiId = Annotated[str, Path(pattern=WIKI_PATTERN, description="the wiki's id")]
-PagePath = Annotated[str, Path(pattern=PATH_PATTERN, description="the file's path, e.g. wiki/redis.md")]
+PagePath = Annotated[
+    str, Path(json_schema_extra=PATH_SCHEMA, description="the file's path, e.g. wiki/redis.md")
+]
 
 
 class PagesToRead(BaseModel):
     """Body of ``POST /v1/wikis/{wiki}/pages:read``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     paths: Annotated[
         list[Annotated[str, Field(max_length=4096)]],
         Field(min_length=1, max_length=100, description="the files to read, in the order to answer them"),
@@ -51,7 +57,7 @@ class PagesToRead(BaseModel):
 class NewWiki(BaseModel):
     """Body of ``POST /v1/wikis``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     id: Annotated[str, Field(pattern=WIKI_PATTERN, description="the new wiki's id")]
     remote: Annotated[
         str | None,
@@ -107,11 +113,13 @@ async def list_pages(
     wiki: WikiId,
     svc: Svc,
     caller: Caller,
-    prefix: Annotated[str, Query(max_length=4096, description="only paths starting with this")] = "",
+    prefix: Annotated[str, Query(max_length=1024, description="only paths starting with this")] = "",
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     cursor: Annotated[
         str | None,
-        Query(max_length=8192, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"),
+        Query(
+            max_length=CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"
+        ),
     ] = None,
 ) -> PageList:
     """Files at the head, sorted by path, ``limit`` at a time; pass ``next_cursor`` back for more."""
@@ -149,7 +157,14 @@ async def backlinks(
     wiki: WikiId,
     svc: Svc,
     caller: Caller,
-    path: Annotated[str, Query(min_length=1, max_length=4096, description="the page linked to")],
+    path: Annotated[
+        str,
+        Query(
+            max_length=4096,
+            json_schema_extra=PATH_SCHEMA,
+            description="the page linked to, e.g. wiki/redis.md",
+        ),
+    ],
     limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many links")] = 1000,
 ) -> BacklinkList:
     """Every link at the head (outside code) that resolves to ``path``: ``{path, version, commit,
@@ -173,9 +188,14 @@ async def search(
     q: Annotated[str, Query(min_length=1, max_length=1000, pattern=r"^[^\u0000\n\r]+$")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     regex: Annotated[bool, Query(description="q is an RE2 pattern, ^ and $ at line ends")] = False,
-    prefix: Annotated[str, Query(max_length=4096, description="only paths starting with this")] = "",
+    prefix: Annotated[str, Query(max_length=1024, description="only paths starting with this")] = "",
     case_sensitive: Annotated[bool, Query(description="match letter case exactly")] = False,
-    cursor: Annotated[str | None, Query(max_length=8192, description="next_cursor of the last page")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"
+        ),
+    ] = None,
 ) -> MatchList:
     """Search of the head, literal and case-insensitive by default: ``{"matches": [{"path", "line",
     "text", "version"}], "next_cursor"}`` in path then line order; ``regex=true`` takes an RE2 pattern
@@ -192,7 +212,10 @@ async def search(
     response_model=Submitted,
     responses={
         202: {"links": JOB_LINKS},
-        200: {"model": Job, "description": "the job an earlier submission with this Idempotency-Key made"},
+        200: {
+            "model": ReplayedJob,
+            "description": "the job an earlier submission with this Idempotency-Key made",
+        },
     },
 )
 async def submit_batch(
