@@ -44,6 +44,7 @@ from worker.jobs.context import Deps
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
+from worker.jobs.storage import storage_fault, storage_fault_in
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Applied, ErrorInfo, JobResult
 from worker.schema.edits import Limits
@@ -177,7 +178,12 @@ def publish_round(
     if not isinstance(pushed, Accepted):
         raise _Refused(pushed.reason)
     faults.point("publish.after_push")
-    follow(repo, head)
+    try:
+        follow(repo, head)
+    except OSError as exc:
+        # published: the remote is the system of record and the next round's fetch moves the cache; a
+        # full or read-only cache here must not turn published commits into failed jobs
+        log.warning("published %s but the local cache did not follow (%s)", head[:12], exc)
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
@@ -252,14 +258,26 @@ class Publisher:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)
                 done = await asyncio.to_thread(publish_round, repo, remote, members, policy, settings.limits)
-            except RemoteUnavailable as exc:
+            except (OSError, RemoteUnavailable) as exc:
+                # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE
+                fault = storage_fault(exc) if isinstance(exc, OSError) else _local_fault(exc)
+                if fault is None and isinstance(exc, OSError):
+                    raise
+                if fault is not None and not any(m.maybe_ran for m in members):
+                    # nothing of this group can have been published: fail at once, no wait
+                    return [Outcome(m.record.job_id, error=_error(fault)) for m in members]
+                # else an earlier push of the group may have landed: wait and look for it, like below
+                unavailable = fault or exc
+                assert isinstance(unavailable, WikiqError)
                 for member in members:
                     member.maybe_ran = True  # a push whose answer was lost may have landed
                 now = time.monotonic()
                 waited_since = now if waited_since is None else waited_since
                 if now - waited_since >= settings.remote_wait_seconds:
-                    return [Outcome(m.record.job_id, error=_error(exc)) for m in members]
-                log.warning("remote %s unavailable (%s); waiting %.1f s", remote.name, exc.message, backoff)
+                    return [Outcome(m.record.job_id, error=_error(unavailable)) for m in members]
+                log.warning(
+                    "remote %s unavailable (%s); waiting %.1f s", remote.name, unavailable.message, backoff
+                )
             except _Moved:
                 telemetry.cas_retry("remote_moved")
                 moved += 1
@@ -293,6 +311,14 @@ class Publisher:
             if await _pause(stop, backoff):
                 return []
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:
+    """``STORAGE_UNAVAILABLE`` when git failed writing our own cache (a full or read-only disk), not when
+    the remote reports its own (``remote:`` lines)."""
+    if "remote:" in exc.message:
+        return None
+    return storage_fault_in(exc.message)
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> bool:
