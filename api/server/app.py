@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from git.exc import GitCommandError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -98,15 +99,18 @@ def create_app(settings: Settings) -> FastAPI:
         )
         return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
-    @app.exception_handler(OSError)
-    async def os_error(request: Request, exc: OSError) -> JSONResponse:
-        """A full or read-only data directory is 503 ``STORAGE_UNAVAILABLE``; other ``OSError`` is 500."""
+    async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+        """A full or read-only data directory (an ``OSError``, or git saying so) is 503
+        ``STORAGE_UNAVAILABLE``; anything else is a 500 that is logged."""
         fault = storage_fault(exc)
         if fault is None:
-            log.error("OS error on %s %s", request.method, request.url.path, exc_info=exc)
+            log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
             return errors.error_response("INTERNAL", "internal error; it has been logged")
         log.warning("storage fault on %s %s: %s", request.method, request.url.path, exc)
         return errors.error_response(fault.code, fault.message)
+
+    app.add_exception_handler(OSError, storage_error)
+    app.add_exception_handler(GitCommandError, storage_error)
 
     @app.get("/healthz", tags=["health"], operation_id="healthz", response_model=Health)
     async def healthz() -> Health:

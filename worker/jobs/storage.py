@@ -25,13 +25,19 @@ _GIT_TELLS = re.compile(r"No space left on device|Disk quota exceeded|Read-only 
 
 def storage_fault(exc: BaseException) -> StorageUnavailable | None:
     """The ``STORAGE_UNAVAILABLE`` error ``exc`` stands for (an ``OSError`` of a full, over-quota or
-    read-only filesystem, also when wrapped as its cause), else None."""
+    read-only filesystem, or a failed git command whose ``stderr`` says so, also when wrapped as its
+    cause), else None."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in STORAGE_ERRNOS:
             return StorageUnavailable(describe(current.errno))
+        stderr = getattr(current, "stderr", None)  # GitPython's GitCommandError, subprocess errors
+        if isinstance(stderr, bytes):
+            stderr = stderr.decode(errors="replace")
+        if isinstance(stderr, str) and (told := storage_fault_in(stderr)) is not None:
+            return told
         current = current.__cause__ or current.__context__
     return None
 
