@@ -13,6 +13,7 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -64,6 +65,19 @@ def loads(raw: bytes) -> dict[str, Any]:
 
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)
 SENTINEL_TIMEOUT = 1.0  # seconds a sentinel has to answer "who is the primary?"
+# A primary that loses power sends no RST: without these, a connection waiting on it (a pub/sub listener, a
+# reply in flight) would hang for TCP's defaults (2 h idle, ~15 min of retransmissions) instead of failing
+# over: probe after 10 s idle, give up after 3 unanswered probes 5 s apart, or 30 s without an ACK.
+KEEPALIVE = {
+    getattr(socket, name): value
+    for name, value in (
+        ("TCP_KEEPIDLE", 10),
+        ("TCP_KEEPINTVL", 5),
+        ("TCP_KEEPCNT", 3),
+        ("TCP_USER_TIMEOUT", 30_000),
+    )
+    if hasattr(socket, name)
+}
 
 
 def client(target: Settings | str, *, decode: bool = False, timeout: float | None = None) -> ArqRedis:
@@ -81,6 +95,7 @@ def client(target: Settings | str, *, decode: bool = False, timeout: float | Non
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": timeout,
         "socket_keepalive": True,
+        "socket_keepalive_options": KEEPALIVE,
         "decode_responses": decode,
     }
     if isinstance(target, Settings) and target.redis_sentinels:
