@@ -127,7 +127,9 @@ class Submissions:
             await self.jobs.release_bytes(record)
             assert guard is not None
             replayed = await self._bind_key(*guard, new_job_id())
-            assert replayed is not None, "a key taken over is bound to a job with a record"
+            if replayed is None:  # the key expired meanwhile (24 h): nothing was queued for it
+                await self.jobs.release_idempotency(scope, guard[1])
+                raise StorageUnavailable("this submission stalled and was not queued; submit it again", 1)
             return replayed
         try:  # (a racing replay of the same key may have queued this very job first: that is fine)
             await enqueue_batch(self.redis, job_id, record.partition, settings.job_retention_seconds)
