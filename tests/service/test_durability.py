@@ -194,7 +194,7 @@ async def test_redis_away_is_503_not_a_trace(tmp_path: Path) -> None:
 async def test_a_key_whose_submission_died_before_its_record_is_taken_over(fresh: Any) -> None:
     """A key bound by a submission that died (or lost Redis to a failover) before storing its record:
     the retry with that key queues the batch under a new job (202) instead of answering a job that will
-    never exist, and that job runs."""
+    never exist, the dead one's queued bytes are given back, and the new job runs."""
     async with fresh() as dep:
         wiki = await dep.new_wiki("phantom")
         batch = _batch("wiki/p.md")
@@ -202,6 +202,9 @@ async def test_a_key_whose_submission_died_before_its_record_is_taken_over(fresh
         scope = f"{SINGLE_USER_ID}\x00{wiki}"
         jobs = JobStore(dep.redis, 3600, 3600)
         assert await jobs.claim_idempotency(scope, "k", digest, "01PHANTOMJOB") == ("01PHANTOMJOB", digest)
+        table, total = jobs.queued_keys(SINGLE_USER_ID)  # the dead submission had claimed its bytes too
+        await dep.redis.hset(table, "01PHANTOMJOB", 1000)  # type: ignore[misc]
+        await dep.redis.incrby(total, 1000)
         answer = await dep.submit(wiki, batch, headers={"Idempotency-Key": "k"})
         assert answer.status_code == 202, answer.text
         job_id = answer.json()["job_id"]
@@ -209,6 +212,8 @@ async def test_a_key_whose_submission_died_before_its_record_is_taken_over(fresh
         assert (await dep.wait(job_id))["status"] == "succeeded"
         replay = await dep.submit(wiki, batch, headers={"Idempotency-Key": "k"})
         assert replay.status_code == 200 and replay.json()["job_id"] == job_id
+        assert int(await dep.redis.get(total) or 0) == 0  # the phantom's bytes were given back
+        assert not await dep.redis.hexists(table, "01PHANTOMJOB")  # type: ignore[misc]
 
 
 async def test_a_recorded_job_missing_from_its_queue_is_queued_by_the_retry(fresh: Any) -> None:

@@ -191,10 +191,16 @@ redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
 return 1
 """
-# rebind an idempotency key (KEYS[1]) from a job whose record (KEYS[2]) never came to be
+# rebind an idempotency key (KEYS[1]) from a job (ARGV[4]) whose record (KEYS[2]) never came to be, giving
+# back the bytes it held in its submitter's queued-bytes table (KEYS[3]) and total (KEYS[4])
 _TAKE_OVER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+local held = redis.call('HGET', KEYS[3], ARGV[4])
+if held then
+  redis.call('HDEL', KEYS[3], ARGV[4])
+  redis.call('DECRBY', KEYS[4], held)
+end
 return 1
 """
 IDEMPOTENCY_SECONDS = 24 * 3600
@@ -361,13 +367,17 @@ class JobStore:
         bound_job, bound_print = text.split(" ", 1)
         return bound_job, bound_print
 
-    async def take_over_idempotency(self, scope: str, key: str, bound: tuple[str, str], job_id: str) -> bool:
+    async def take_over_idempotency(
+        self, scope: str, key: str, bound: tuple[str, str], job_id: str, submitter: str
+    ) -> bool:
         """Rebind ``key`` from ``bound`` (job id, fingerprint) to ``job_id`` if that job's record does not
-        exist (its submission died between claiming the key and storing the record); True if done."""
+        exist (its submission died between claiming the key and storing the record), giving back the
+        queued bytes ``submitter`` may have claimed for it; True if done."""
         name = keys.idempotency(scope, key)
         old_job, digest = bound
-        args: list[str | int] = [f"{old_job} {digest}", f"{job_id} {digest}", IDEMPOTENCY_SECONDS]
-        return bool(await self._take_over(keys=[name, self.key(old_job)], args=args))
+        table, total = self.queued_keys(submitter)
+        args: list[str | int] = [f"{old_job} {digest}", f"{job_id} {digest}", IDEMPOTENCY_SECONDS, old_job]
+        return bool(await self._take_over(keys=[name, self.key(old_job), table, total], args=args))
 
     async def release_idempotency(self, scope: str, key: str) -> None:
         """Forget an idempotency key whose job could not be queued."""

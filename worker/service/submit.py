@@ -112,7 +112,7 @@ class Submissions:
         if idempotency_key is not None:
             digest = fingerprint(wiki, batch)
             guard = (scope, idempotency_key, digest)
-            replayed = await self._bind_key(scope, idempotency_key, digest, job_id)
+            replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
             if replayed is not None:
                 return replayed
         record = self._record(caller, wiki, job_id, batch, at.commit)
@@ -126,7 +126,7 @@ class Submissions:
             # a retry took the key over while this submission stalled: it answers that retry's job
             await self.jobs.release_bytes(record)
             assert guard is not None
-            replayed = await self._bind_key(*guard, new_job_id())
+            replayed = await self._bind_key(caller.id, *guard, new_job_id())
             if replayed is None:  # the key expired meanwhile (24 h): nothing was queued for it
                 await self.jobs.release_idempotency(scope, guard[1])
                 raise StorageUnavailable("this submission stalled and was not queued; submit it again", 1)
@@ -143,7 +143,7 @@ class Submissions:
         await self._durable(job_id, record.partition)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
 
-    async def _bind_key(self, scope: str, key: str, digest: str, job_id: str) -> Job | None:
+    async def _bind_key(self, submitter: str, scope: str, key: str, digest: str, job_id: str) -> Job | None:
         """Bind idempotency ``key`` to the new ``job_id`` (None: go on and queue it), or answer the job it
         is bound to already (``IdempotencyConflict`` for another body).
 
@@ -162,7 +162,7 @@ class Submissions:
                 raise IdempotencyConflict("this Idempotency-Key was used with a different batch")
             existing = await self._record_of(bound)
             if existing is None:
-                if await self.jobs.take_over_idempotency(scope, key, (bound, digest), job_id):
+                if await self.jobs.take_over_idempotency(scope, key, (bound, digest), job_id, submitter):
                     return None
                 continue  # rebound or stored meanwhile: look again
             if existing.status == "queued":  # a no-op when it is on its queue already
