@@ -1,8 +1,12 @@
 """Queue benchmark: submit→committed latency through HTTP and long-poll, sustained batches/s with 1 and 2
-workers, next to the engine-only rate and arq's default-settings start latency measured in the same run.
+workers, next to the engine-only rate and arq's default-settings start latency measured in the same run;
+then the cost of durable acceptance: the same submission latency (POST→202) and sustained rate with
+``WIKIQ_ACCEPT_DURABILITY`` none, local and replica (each on its own fresh deployment, Redis fsyncing as
+the setting needs; ``replica`` adds a replica server on the same machine).
 
 Everything is real: a Redis-compatible server, the API and worker processes (tests/e2e/service.py), HTTP
-on loopback. Latency is measured by the client: from just before the POST to the long-poll answer.
+on loopback. Latency is measured by the client: from just before the POST to the 202 (accepted) and to
+the long-poll answer (committed).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from bench.workload import Workload
 from tests.e2e.service import Service
 from worker.engine import Applied
 from worker.git import GitStore
-from worker.redis_server import free_port
+from worker.redis_server import RedisServer, free_port
 
 LAYOUT = Layout("nested", 100)
 WIKIS = 8
@@ -54,19 +58,25 @@ def _batch_json(workload: Workload, webhook: str | None = None) -> dict[str, Any
     return body
 
 
-def measure_latency(service: Service, workload: Workload, wiki: str, count: int) -> list[float]:
-    """Sequential batches at light load: seconds from POST to the long-poll answer of a finished job."""
-    samples = []
+def measure_latency(
+    service: Service, workload: Workload, wiki: str, count: int
+) -> tuple[list[float], list[float]]:
+    """Sequential batches at light load: seconds from POST to its 202 (accepted), and to the long-poll
+    answer of the finished job (committed)."""
+    accepted, committed = [], []
     with httpx.Client(base_url=service.url, timeout=70) as client:
         for _ in range(count):
             body = _batch_json(workload)
             start = time.perf_counter()
-            job_id = client.post(f"/v1/wikis/{wiki}/batches", json=body).json()["job_id"]
-            job = client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()
-            samples.append(time.perf_counter() - start)
+            answer = client.post(f"/v1/wikis/{wiki}/batches", json=body)
+            accepted.append(time.perf_counter() - start)
+            if answer.status_code != 202:
+                raise AssertionError(f"bench batch refused: {answer.status_code} {answer.text}")
+            job = client.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
+            committed.append(time.perf_counter() - start)
             if job["status"] != "succeeded":
                 raise AssertionError(f"bench batch failed: {job}")
-    return samples
+    return accepted, committed
 
 
 async def _drive_wiki(
@@ -170,7 +180,7 @@ def section(ctx: Context) -> list[Row]:
     try:
         _wait_for_owners(service, 1)
         idle = _idle_cpu(service.workers[0].pid, 5 if ctx.quick else 10)
-        latency = measure_latency(service, workloads["q0"], "q0", latency_n)
+        _, latency = measure_latency(service, workloads["q0"], "q0", latency_n)
         one_rate, one_failed = asyncio.run(_sustained(service, workloads, per_wiki))
         port = free_port()  # the receiver runs in its own process, not sharing this client's GIL
         receiver = subprocess.Popen([sys.executable, "-m", "tests.e2e.receiver", str(port)])
@@ -225,6 +235,93 @@ def section(ctx: Context) -> list[Row]:
         Row("queue.sustained_over_engine_2", two_rate / engine_rate, "x", "2 workers on 2 cores"),
         Row("queue.failed_jobs", one_failed + two_failed + hooked_failed, "jobs", "must be 0"),
     ]
+    rows += durability_rows(ctx)
+    return rows
+
+
+def _replicated(root: Path) -> tuple[RedisServer, RedisServer]:
+    """A primary and its replica (AOF fsynced always on both), started; once the replica is online."""
+    import redis
+
+    primary = RedisServer(root / "primary", extra=("--repl-diskless-sync-delay", "0")).start()
+    replica = RedisServer(
+        root / "replica",
+        extra=("--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", str(primary.port)),
+    ).start()
+    client = redis.Redis(host="127.0.0.1", port=primary.port, decode_responses=True)
+    deadline = time.monotonic() + 60
+    try:
+        while client.info("replication").get("slave0", {}).get("state") != "online":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench replica did not come online")
+            time.sleep(0.05)  # waiting for the replica's first sync: nothing to wait on instead
+    finally:
+        client.close()
+    return primary, replica
+
+
+def durability_rows(ctx: Context) -> list[Row]:
+    """Submission latency (POST→202, and →committed) and sustained 1-worker rate per acceptance
+    durability, each on a fresh deployment built the same way, next to an engine-only rate measured just
+    before them (the host's load moves during a run: the section's first engine figure is minutes old)."""
+    latency_n, per_wiki, engine_n = (40, 15, 60) if ctx.quick else (200, 40, 300)
+    engine_rate = _engine_only(ctx.workdir / "engine-durability", engine_n)
+    rows: list[Row] = [
+        Row(
+            "queue.durability.engine_only_per_s",
+            engine_rate,
+            "batches/s",
+            "engine + store alone, just before",
+        )
+    ]
+    rates: dict[str, float] = {}
+    for durability in ("none", "local", "replica"):
+        root = ctx.workdir / f"durability-{durability}"
+        servers: tuple[RedisServer, RedisServer] | None = None
+        if durability == "replica":
+            servers = _replicated(root / "redis")
+        service = Service(
+            root,
+            redis=servers[0] if servers else None,
+            WIKIQ_PARTITIONS="16",
+            WIKIQ_LEASE_SECONDS="5",
+            WIKIQ_ACCEPT_DURABILITY=durability,
+        )
+        workloads = {
+            f"d{i}": Workload(LAYOUT, build_bare(service.data, f"d{i}", LAYOUT), seed=100 + i)
+            for i in range(WIKIS)
+        }
+        try:
+            service.start(workers=1)
+            _wait_for_owners(service, 1)
+            accepted, committed = measure_latency(service, workloads["d0"], "d0", latency_n)
+            rate, failed = asyncio.run(_sustained(service, workloads, per_wiki))
+        finally:
+            service.stop()
+            for server in servers or ():
+                server.stop()
+        rates[durability] = rate
+        fsync = "everysec" if durability == "none" else "always"
+        where = "primary + replica" if durability == "replica" else "one server"
+        prefix = f"queue.durability.{durability}"
+        rows += [
+            Row(
+                f"{prefix}.accept_p50_ms", _ms(accepted, 50), "ms", f"POST→202, appendfsync {fsync}, {where}"
+            ),
+            Row(f"{prefix}.accept_p95_ms", _ms(accepted, 95), "ms", f"{latency_n} sequential batches"),
+            Row(f"{prefix}.committed_p50_ms", _ms(committed, 50), "ms", "POST→finished job (long-poll)"),
+            Row(f"{prefix}.sustained_per_s", rate, "batches/s", f"1 worker, {WIKIS} wikis x {per_wiki}"),
+            Row(f"{prefix}.sustained_over_engine", rate / engine_rate, "x", "target ≥ 0.6 (local)"),
+            Row(f"{prefix}.failed_jobs", failed, "jobs", "must be 0"),
+        ]
+    rows.append(
+        Row(
+            "queue.durability.local_over_none",
+            rates["local"] / rates["none"],
+            "x",
+            "sustained rate kept by local",
+        )
+    )
     return rows
 
 

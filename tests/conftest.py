@@ -12,8 +12,9 @@ from worker.redis_server import RedisServer
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One Redis-compatible server for the whole session (tests use distinct key prefixes or flush)."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"), appendonly=False).start()
+    """One Redis-compatible server for the whole session (tests use distinct key prefixes or flush), with
+    the AOF fsynced on every write, as the default acceptance durability (``local``) needs."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"), appendonly=True, appendfsync="always").start()
     yield server
     server.stop()
 

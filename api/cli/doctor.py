@@ -1,8 +1,10 @@
 """``wikiq doctor``: check a deployment from the outside and say what to fix.
 
 Each check yields one ``Finding``: ``ok``, ``warn`` (works, but look at it) or ``fail`` (wikiq will not
-work, or will lose data). Checks: Redis reachable, AOF persistence on, data directory writable, git new
-enough, every partition leased by a live worker, and no worker running with another partition count.
+work, or will lose data). Checks: Redis reachable (by URL or through Sentinel), AOF persistence on and
+fsynced as ``WIKIQ_ACCEPT_DURABILITY`` needs (and a replica connected when it asks for one), data directory
+writable and with at least ``WIKIQ_MIN_FREE_BYTES`` free, git new enough, every partition leased by a live
+worker, and no worker running with another partition count.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from worker import keys
 from worker.git.remote import RemoteError, RemoteRegistry, remote_head
-from worker.jobs.queue import WORKERS, lease_key, queue_name
+from worker.jobs.queue import WORKERS, client, lease_key, queue_name
 from worker.jobs.registry import WikiRegistry
-from worker.settings import Settings
+from worker.jobs.storage import free_bytes, human
+from worker.settings import Settings, redacted_url
 
 Level = Literal["ok", "warn", "fail"]
 MIN_GIT = (2, 28)  # git init --initial-branch
@@ -42,14 +44,7 @@ class Finding:
     fix: str = ""
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password, fit to print."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+redacted = redacted_url  # ``url`` without its password, fit to print
 
 
 def check_data_dir(settings: Settings) -> Finding:
@@ -76,7 +71,17 @@ def check_data_dir(settings: Settings) -> Finding:
         )
     wikis = path / "wikis"
     count = len(list(wikis.glob("*.git"))) if wikis.is_dir() else 0
-    return Finding("data dir", "ok", f"{path} is writable ({count} wikis)")
+    free = free_bytes(path)
+    if free is not None and free < settings.min_free_bytes:
+        return Finding(
+            "data dir",
+            "warn",
+            f"{path} has only {human(free)} free (under WIKIQ_MIN_FREE_BYTES={human(settings.min_free_bytes)}"
+            f"); /readyz answers 503 and batches fail with STORAGE_UNAVAILABLE once it is full",
+            "free space on that filesystem (other files; `git gc --prune=now` in the wikis) or grow it",
+        )
+    room = "" if free is None else f", {human(free)} free"
+    return Finding("data dir", "ok", f"{path} is writable ({count} wikis{room})")
 
 
 def check_git() -> Finding:
@@ -100,7 +105,7 @@ def check_git() -> Finding:
 
 async def check_redis(settings: Settings, redis: Redis) -> list[Finding]:
     """Redis answers, keeps an append-only file, and every partition is leased by a live worker."""
-    where = redacted(settings.redis_url)
+    where = settings.redis_where
     try:
         info = await redis.info("server")
     except (RedisError, OSError) as exc:
@@ -109,12 +114,16 @@ async def check_redis(settings: Settings, redis: Redis) -> list[Finding]:
                 "redis",
                 "fail",
                 f"{where} does not answer: {type(exc).__name__}: {exc}",
-                "start Redis (or fix WIKIQ_REDIS_URL); compose.yaml runs one with AOF",
+                "start Redis (or fix WIKIQ_REDIS_URL, or WIKIQ_REDIS_SENTINELS and "
+                "WIKIQ_REDIS_SENTINEL_MASTER); compose.yaml runs one with AOF",
             )
         ]
     version = info.get("valkey_version") or info.get("redis_version") or "?"
     findings = [Finding("redis", "ok", f"{where} answers (version {version})")]
     findings.append(await _check_aof(redis))
+    findings.append(await _check_fsync(settings, redis))
+    if settings.accept_durability == "replica":
+        findings.append(await _check_replicas(redis))
     findings.extend(await _check_partitions(settings, redis))
     return findings
 
@@ -138,6 +147,55 @@ async def _check_aof(redis: Redis) -> Finding:
             "run the server with --appendonly yes (or CONFIG SET appendonly yes, then CONFIG REWRITE)",
         )
     return Finding("aof", "ok", "appendonly is yes")
+
+
+async def _check_fsync(settings: Settings, redis: Redis) -> Finding:
+    """``appendfsync`` fits ``WIKIQ_ACCEPT_DURABILITY``: ``always`` for local/replica, anything for none."""
+    durability = settings.accept_durability
+    try:
+        config: dict[str, Any] = await redis.config_get("appendfsync")
+    except ResponseError as exc:
+        return Finding("fsync", "warn", f"cannot read the appendfsync setting ({exc})", "")
+    value = str(config.get("appendfsync", "")).lower()
+    said = f"appendfsync is {value or 'unset'} with WIKIQ_ACCEPT_DURABILITY={durability}"
+    if durability == "none":
+        return Finding(
+            "fsync", "ok", f"{said}: a 202 is in Redis' memory (a power cut may lose up to a second)"
+        )
+    if value == "no":
+        return Finding(
+            "fsync",
+            "fail",
+            f"{said}: Redis leaves fsync to the OS, so submissions wait WIKIQ_ACCEPT_TIMEOUT_SECONDS and "
+            "answer 503",
+            "run Redis with --appendfsync always (CONFIG SET appendfsync always, then CONFIG REWRITE)",
+        )
+    if value != "always":
+        return Finding(
+            "fsync",
+            "warn",
+            f"{said}: every submission waits for the next once-a-second fsync (up to 1 s)",
+            "run Redis with --appendfsync always (one fsync per event-loop turn, shared by every client)",
+        )
+    return Finding("fsync", "ok", f"{said}: a 202 is fsynced in the AOF first")
+
+
+async def _check_replicas(redis: Redis) -> Finding:
+    """With ``replica`` durability, at least one replica is connected to the primary."""
+    try:
+        info = await redis.info("replication")
+    except ResponseError as exc:
+        return Finding("replicas", "warn", f"cannot read INFO replication ({exc})", "")
+    count = int(info.get("connected_slaves", 0))
+    if count < 1:
+        return Finding(
+            "replicas",
+            "fail",
+            "WIKIQ_ACCEPT_DURABILITY=replica but the primary has no connected replica: every submission "
+            "answers 503",
+            "start a replica (replicaof <primary>), or set WIKIQ_ACCEPT_DURABILITY=local",
+        )
+    return Finding("replicas", "ok", f"{count} connected to the primary")
 
 
 async def _check_partitions(settings: Settings, redis: Redis) -> list[Finding]:
@@ -263,9 +321,7 @@ async def check_remotes(settings: Settings, redis: Redis) -> list[Finding]:
 async def diagnose(settings: Settings) -> list[Finding]:
     """Every check of a deployment configured by ``settings``."""
     findings = [check_data_dir(settings), check_git()]
-    redis = Redis.from_url(
-        settings.redis_url, socket_connect_timeout=3, socket_timeout=5, decode_responses=True
-    )
+    redis = client(settings, decode=True, timeout=5)
     try:
         findings.extend(await check_redis(settings, redis))
         findings.extend(await check_remotes(settings, redis))

@@ -121,8 +121,9 @@ def dev(
     port: Annotated[int, typer.Option(help="API port")] = 8080,
     data_dir: Annotated[Path | None, typer.Option(help="data directory (default ./data)")] = None,
 ) -> None:
-    """Run an embedded Redis-compatible server (unless WIKIQ_REDIS_URL is set), one API and one worker."""
-    from worker.redis_server import RedisServer
+    """Run an embedded Redis-compatible server (unless WIKIQ_REDIS_URL or WIKIQ_REDIS_SENTINELS is set),
+    one API and one worker."""
+    from worker.redis_server import RedisServer, appendfsync_for
 
     settings = _settings(data_dir=data_dir)
     data = settings.data_dir.resolve()
@@ -133,8 +134,17 @@ def dev(
         env["WIKIQ_WEBHOOK_SECRET"] = _dev_secret(data)
         secret_source = f"the secret in {data / 'webhook-secret'}"
     server = None
-    if "WIKIQ_REDIS_URL" not in os.environ:
-        server = RedisServer(data / "redis", appendonly=True).start()
+    if "WIKIQ_REDIS_URL" not in os.environ and not settings.redis_sentinels:
+        if settings.accept_durability == "replica":
+            typer.echo(
+                "wikiq: WIKIQ_ACCEPT_DURABILITY=replica needs a Redis replica; the embedded server has "
+                "none (use local, or point WIKIQ_REDIS_URL/WIKIQ_REDIS_SENTINELS at a replicated Redis)",
+                err=True,
+            )
+            raise typer.Exit(2)
+        # AOF on, fsynced as the acceptance durability needs (always for local/replica)
+        fsync = appendfsync_for(settings.accept_durability)
+        server = RedisServer(data / "redis", appendonly=True, appendfsync=fsync).start()
         env["WIKIQ_REDIS_URL"] = server.url
     exe = [sys.executable, "-m", "api.cli"]
     children = [

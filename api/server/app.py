@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
+from git.exc import GitCommandError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from api.server import errors, mcp, openapi
 from api.server import metrics as metrics_route
@@ -22,14 +26,26 @@ from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
 from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
-from worker.jobs.queue import connect
+from worker.jobs.queue import client
 from worker.jobs.records import JobStore
 from worker.jobs.registry import WikiRegistry
+from worker.jobs.storage import free_bytes, human, storage_fault
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Health, Readiness
 from worker.service import Service, Wiring
 from worker.settings import Settings
+
+log = logging.getLogger("wikiq.api")
+# Redis' refusals that mean "not now" (a failover, a restart, a full disk), not a bug of ours
+_TRANSIENT = ("MASTERDOWN", "LOADING", "MISCONF", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def redis_unavailable(exc: RedisError) -> bool:
+    """True when ``exc`` means Redis cannot serve right now (unreachable, failing over, restarting)."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | ReadOnlyError):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(_TRANSIENT)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -39,7 +55,12 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = await connect(settings.redis_url)
+        # Redis may be away at start (restarting, failing over): serve anyway, /readyz says 503 meanwhile
+        redis = client(settings)
+        try:
+            await redis.ping()
+        except RedisError as exc:
+            log.warning("Redis at %s unavailable at start (%s)", settings.redis_where, exc)
         waiters = Waiters()
         waiters.start(redis)
         store = GitStore(settings.data_dir)
@@ -62,6 +83,34 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
+
+    @app.exception_handler(RedisError)
+    async def redis_error(request: Request, exc: RedisError) -> JSONResponse:
+        """Redis away (during a failover or a restart): 503, never a stack trace."""
+        if not redis_unavailable(exc):
+            log.error("Redis error on %s %s: %r", request.method, request.url.path, exc)
+            return errors.error_response("INTERNAL", "internal error; it has been logged")
+        log.warning("Redis unavailable on %s %s: %r", request.method, request.url.path, exc)
+        body = errors.error_body(
+            "STORAGE_UNAVAILABLE",
+            "the job store (Redis) is not available right now (a restart or a failover); try again in a "
+            "moment. A submission cut short by this may have been queued: submit it again with the same "
+            "Idempotency-Key to get that job rather than a second one",
+        )
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+    async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+        """A full or read-only data directory (an ``OSError``, or git saying so) is 503
+        ``STORAGE_UNAVAILABLE``; anything else is a 500 that is logged."""
+        fault = storage_fault(exc)
+        if fault is None:
+            log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+            return errors.error_response("INTERNAL", "internal error; it has been logged")
+        log.warning("storage fault on %s %s: %s", request.method, request.url.path, exc)
+        return errors.error_response(fault.code, fault.message)
+
+    app.add_exception_handler(OSError, storage_error)
+    app.add_exception_handler(GitCommandError, storage_error)
 
     @app.get("/healthz", tags=["health"], operation_id="healthz", response_model=Health)
     async def healthz() -> Health:
@@ -87,6 +136,13 @@ def create_app(settings: Settings) -> FastAPI:
                 pass
         except OSError as exc:
             checks["data_dir"] = f"not writable: {os.strerror(exc.errno or 0)}"
+        else:
+            free = free_bytes(svc.wiring.store.root)
+            if free is not None and free < settings.min_free_bytes:
+                checks["data_dir"] = (
+                    f"low on space: {human(free)} free, "
+                    f"under WIKIQ_MIN_FREE_BYTES={human(settings.min_free_bytes)}"
+                )
         ok = all(v == "ok" for v in checks.values())
         body = Readiness(status="ok" if ok else "unavailable", **checks)
         return JSONResponse(body.model_dump(mode="json"), status_code=200 if ok else 503)

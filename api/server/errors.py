@@ -57,6 +57,8 @@ _DOC = {
     431: "headers too large",
     500: "internal error (no details are leaked)",
     502: "the wiki's git remote cannot be reached or refused (REMOTE_UNAVAILABLE, REMOTE_REJECTED)",
+    503: "storage cannot keep it now: Redis away or not confirming a job durable, or the data directory "
+    "full or read-only (STORAGE_UNAVAILABLE)",
 }
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text} for status, text in _DOC.items()

@@ -1,6 +1,7 @@
 """A whole wikiq deployment made of real processes, for end-to-end tests.
 
-Its own Redis-compatible server (AOF on, so a clean restart keeps the queue), one API process on a free
+Its own Redis-compatible server (AOF on, so a clean restart keeps the queue, fsynced as
+``WIKIQ_ACCEPT_DURABILITY`` needs), one API process on a free
 port and any number of worker processes, all on loopback, all stopped at the end.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from worker.redis_server import RedisServer, free_port
+from worker.redis_server import RedisServer, appendfsync_for, free_port
 
 TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
 
@@ -25,11 +26,17 @@ TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").d
 class Service:
     """Start, kill and restart the parts of a wikiq deployment; talk to its API with ``client``."""
 
-    def __init__(self, root: Path, **env: str) -> None:
+    def __init__(self, root: Path, redis: RedisServer | None = None, **env: str) -> None:
+        """``redis``: a server the caller starts and stops (e.g. the primary of a replicated set); by
+        default the deployment has one of its own."""
         self.root = root
         self.data = root / "data"
         self.data.mkdir(parents=True, exist_ok=True)
-        self.redis = RedisServer(root / "redis", appendonly=True)
+        durability = env.get("WIKIQ_ACCEPT_DURABILITY", os.environ.get("WIKIQ_ACCEPT_DURABILITY", "local"))
+        self.own_redis = redis is None
+        self.redis = redis or RedisServer(
+            root / "redis", appendonly=True, appendfsync=appendfsync_for(durability)
+        )
         self.port = free_port()
         self.env = {
             **os.environ,
@@ -67,7 +74,8 @@ class Service:
 
     def start(self, workers: int = 1) -> Service:
         """Start Redis, the API (returning once it answers) and ``workers`` workers."""
-        self.redis.start()
+        if self.own_redis:
+            self.redis.start()
         self.api = self._spawn("api", "--port", str(self.port))
         deadline = time.monotonic() + 30
         while True:
@@ -108,7 +116,8 @@ class Service:
                 process.wait()
         self.workers.clear()
         self.client.close()
-        self.redis.stop()
+        if self.own_redis:
+            self.redis.stop()
 
     # -- API helpers ------------------------------------------------------------------------------
 

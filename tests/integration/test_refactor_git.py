@@ -212,7 +212,7 @@ async def test_search_cursor_walks_every_hit_once(reads: Reads) -> None:
     everything = await reads.search(CALLER, "w", "redis", limit=100)
     assert seen == [(m.path, m.line, m.version) for m in everything.matches]
     with pytest.raises(BatchRejected):
-        await reads.search(CALLER, "w", "redis", cursor="not-a-cursor")
+        await reads.search(CALLER, "w", "redis", cursor="not a cursor!")
 
 
 async def test_backlinks_outside_code_with_lines(reads: Reads) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from worker import faults
 from worker.engine import Plan, preflight, review
 from worker.engine.paths import ZonePolicy
-from worker.errors import BatchRejected, RefMoved
+from worker.errors import BatchRejected, RefMoved, WikiqError
 from worker.git import Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.git.refs import break_stale_locks, read_ref
@@ -54,6 +54,7 @@ from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.results import error_info, job_result
+from worker.jobs.storage import storage_fault, storage_fault_in
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Limits
@@ -190,7 +191,12 @@ def publish_round(
     if not isinstance(pushed, Accepted):
         raise _Refused(pushed.reason)
     faults.point("publish.after_push")
-    follow(repo, head, durable=False)  # the remote holds it: the cache's main may be rebuilt from there
+    try:
+        follow(repo, head, durable=False)  # the remote holds it: the cache's main may be rebuilt from there
+    except OSError as exc:
+        # published: the remote is the system of record and the next round's fetch moves the cache; a
+        # full or read-only cache here must not turn published commits into failed jobs
+        log.warning("published %s but the local cache did not follow (%s)", head[:12], exc)
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
@@ -270,15 +276,27 @@ class Publisher:
                 done = await asyncio.to_thread(
                     publish_round, repo, remote, members, policy, settings.limits, fetch_first
                 )
-            except RemoteUnavailable as exc:
+            except (OSError, RemoteUnavailable) as exc:
+                # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE
+                fault = storage_fault(exc) if isinstance(exc, OSError) else _local_fault(exc)
+                if fault is None and isinstance(exc, OSError):
+                    raise
+                if fault is not None and not any(m.maybe_ran for m in members):
+                    # nothing of this group can have been published: fail at once, no wait
+                    return [Outcome(m.record.job_id, error=error_info(fault)) for m in members]
+                # else an earlier push of the group may have landed: wait and look for it, like below
+                unavailable = fault or exc
+                assert isinstance(unavailable, WikiqError)
                 fetch_first = True
                 for member in members:
                     member.maybe_ran = True  # a push whose answer was lost may have landed
                 now = time.monotonic()
                 waited_since = now if waited_since is None else waited_since
                 if now - waited_since >= settings.remote_wait_seconds:
-                    return [Outcome(m.record.job_id, error=error_info(exc)) for m in members]
-                log.warning("remote %s unavailable (%s); waiting %.1f s", remote.name, exc.message, backoff)
+                    return [Outcome(m.record.job_id, error=error_info(unavailable)) for m in members]
+                log.warning(
+                    "remote %s unavailable (%s); waiting %.1f s", remote.name, unavailable.message, backoff
+                )
             except _Moved:
                 telemetry.cas_retry("remote_moved")
                 fetch_first = True
@@ -313,6 +331,14 @@ class Publisher:
             if await _pause(stop, backoff):
                 return []
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:
+    """``STORAGE_UNAVAILABLE`` when git failed writing our own cache (a full or read-only disk), not when
+    the remote reports its own (``remote:`` lines)."""
+    if "remote:" in exc.message:
+        return None
+    return storage_fault_in(exc.message)
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> bool:

@@ -1,4 +1,8 @@
-"""The queue, from the enqueueing side: partitions, arq queues, doorbells, and what may be put on them.
+"""The queue, from the enqueueing side: the one Redis connection factory, partitions, arq queues,
+doorbells, what may be put on them, and when an accepted job counts as durable.
+
+Every process reaches Redis through ``connect``: a plain ``redis://`` URL, or the current primary named by
+Redis Sentinel (``WIKIQ_REDIS_SENTINELS``), for arq and for every key wikiq keeps itself.
 
 Each wiki maps to one partition (``worker.jobs.records.partition_of``); each partition is one arq queue
 consumed by exactly one worker process at a time (``worker.jobs.consumer``). Submissions ring the
@@ -9,14 +13,17 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, cast
 
-from arq import create_pool
-from arq.connections import ArqRedis, RedisSettings
+from arq.connections import ArqRedis
 from arq.constants import job_key_prefix
+from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import ResponseError
 
 from worker import keys
+from worker.settings import Settings
 
 if TYPE_CHECKING:
     from worker.jobs.records import JobRecord
@@ -56,21 +63,79 @@ def loads(raw: bytes) -> dict[str, Any]:
     return value
 
 
-async def connect(url: str) -> ArqRedis:
-    """An arq Redis pool that serialises jobs as JSON (never pickle)."""
-    settings = RedisSettings.from_dsn(url)
-    settings.conn_retries = 0
-    return await create_pool(settings, job_serializer=dumps, job_deserializer=loads)
+CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)
+SENTINEL_TIMEOUT = 1.0  # seconds a sentinel has to answer "who is the primary?"
+# A primary that loses power sends no RST: without these, a connection waiting on it (a pub/sub listener, a
+# reply in flight) would hang for TCP's defaults (2 h idle, ~15 min of retransmissions) instead of failing
+# over: probe after 10 s idle, give up after 3 unanswered probes 5 s apart, or 30 s without an ACK.
+KEEPALIVE = {
+    getattr(socket, name): value
+    for name, value in (
+        ("TCP_KEEPIDLE", 10),
+        ("TCP_KEEPINTVL", 5),
+        ("TCP_KEEPCNT", 3),
+        ("TCP_USER_TIMEOUT", 30_000),
+    )
+    if hasattr(socket, name)
+}
 
 
-async def enqueue_batch(redis: ArqRedis, job_id: str, partition: int, expires_s: float) -> None:
-    """Queue job ``job_id`` on ``partition`` and ring its doorbell; ``RuntimeError`` if arq refused it."""
+def client(target: Settings | str, *, decode: bool = False, timeout: float | None = None) -> ArqRedis:
+    """An arq Redis pool (JSON jobs, never pickle) for ``target``: a ``redis://`` URL, or settings naming
+    either a URL or sentinels. Nothing is sent yet; ``timeout`` bounds every reply (None: no bound, which
+    blocking commands such as ``BLPOP`` need).
+
+    With sentinels, each new connection asks them for the current primary, and a connection that finds a
+    demoted primary (``READONLY``) is dropped, so a failover is followed without a restart (redis-py's
+    ``SentinelConnectionPool``). arq's own sentinel support (``RedisSettings(sentinel=True)``) is not used:
+    it sets no connect timeout for the sentinels or the primary, so one unreachable host stalls every
+    process.
+    """
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": timeout,
+        "socket_keepalive": True,
+        "socket_keepalive_options": KEEPALIVE,
+        "decode_responses": decode,
+    }
+    if isinstance(target, Settings) and target.redis_sentinels:
+        assert target.redis_sentinel_master is not None  # the settings check that both are given
+        sentinel = Sentinel(
+            list(target.redis_sentinels),
+            sentinel_kwargs={
+                "socket_connect_timeout": CONNECT_TIMEOUT,
+                "socket_timeout": SENTINEL_TIMEOUT,
+                "decode_responses": True,
+            },
+            **options,
+        )
+        pool = cast(ArqRedis, sentinel.master_for(target.redis_sentinel_master, redis_class=ArqRedis))
+    else:
+        url = target.redis_url if isinstance(target, Settings) else target
+        pool = ArqRedis.from_url(url, **options)
+    pool.job_serializer = dumps
+    pool.job_deserializer = loads
+    return pool
+
+
+async def connect(target: Settings | str, *, decode: bool = False) -> ArqRedis:
+    """``client(target)`` once it answers PING (raises the ``RedisError`` otherwise)."""
+    pool = client(target, decode=decode)
+    try:
+        await pool.ping()
+    except BaseException:
+        await pool.aclose()
+        raise
+    return pool
+
+
+async def enqueue_batch(redis: ArqRedis, job_id: str, partition: int, expires_s: float) -> bool:
+    """Queue job ``job_id`` on ``partition`` (its doorbell is rung by ``ring``, or by ``ring_durably``);
+    False when arq has that job already (queued or running: job ids are unique, so it is this job)."""
     job = await redis.enqueue_job(
         "apply_batch", job_id, _job_id=job_id, _queue_name=queue_name(partition), _expires=expires_s
     )
-    if job is None:
-        raise RuntimeError(f"arq refused job {job_id}: the id is taken")
-    await ring(redis, partition)
+    return job is not None
 
 
 async def ring(redis: ArqRedis, partition: int) -> None:
@@ -79,6 +144,56 @@ async def ring(redis: ArqRedis, partition: int) -> None:
         pipe.lpush(bell_key(partition), b"1")
         pipe.ltrim(bell_key(partition), 0, 7)
         await pipe.execute()
+
+
+class NotDurable(Exception):
+    """Redis did not confirm in time that what this process wrote is on disk (or on a replica)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout_s: float) -> None:
+    """Wake the consumer of ``partition``, then return once Redis confirms that everything written before
+    (by any connection of this process) is durable as ``durability`` asks; ``NotDurable`` if it cannot.
+
+    ``WAITAOF`` and ``WAIT`` wait for the replication offset of their *connection's* last write, so they go
+    in one pipeline behind the doorbell's ``LPUSH``: that write's offset is past every write this process
+    finished before, and Redis' append-only file and replication stream are both in offset order, so
+    confirming it confirms the job's record and queue entry too. ``none``: ring only.
+    ``local``: ``WAITAOF 1 0`` (fsynced in the primary's AOF). ``replica``: also ``WAIT 1`` (one replica
+    has it). With ``appendfsync always`` the fsync happened before any reply left Redis, so the wait costs
+    one round trip; with ``everysec`` it waits for the next fsync (up to a second).
+    """
+    if durability == "none":
+        await ring(redis, partition)
+        return
+    ms = max(1, int(timeout_s * 1000))
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.lpush(bell_key(partition), b"1")
+        pipe.ltrim(bell_key(partition), 0, 7)
+        pipe.execute_command("WAITAOF", 1, 0, ms)
+        if durability == "replica":
+            pipe.execute_command("WAIT", 1, ms)
+        replies = await pipe.execute(raise_on_error=False)
+    for reply in replies[2:]:
+        if isinstance(reply, ResponseError):
+            text = str(reply)
+            if "appendonly" in text.lower():
+                raise NotDurable(
+                    "Redis runs without its append-only file (appendonly no), so no submission can be "
+                    "confirmed on disk: run Redis with --appendonly yes --appendfsync always, or set "
+                    "WIKIQ_ACCEPT_DURABILITY=none"
+                )
+            raise NotDurable(f"Redis refused to confirm durability: {text}")
+        if isinstance(reply, BaseException):
+            raise reply
+    local = replies[2]
+    if not isinstance(local, list) or int(local[0]) < 1:
+        raise NotDurable(f"Redis did not confirm within {timeout_s:g} s that the job is on disk (fsync)")
+    if durability == "replica" and int(replies[3]) < 1:
+        raise NotDurable(f"no replica of Redis confirmed the job within {timeout_s:g} s")
 
 
 async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:

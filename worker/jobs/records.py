@@ -183,6 +183,28 @@ end
 return 1
 """
 
+# create a record only while its idempotency key (KEYS[3]) still names it (ARGV[4]; '' = no key)
+_CREATE = """
+if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+return 1
+"""
+# rebind an idempotency key (KEYS[1]) from a job (ARGV[4]) whose record (KEYS[2]) never came to be, giving
+# back the bytes it held in its submitter's queued-bytes table (KEYS[3]) and total (KEYS[4])
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+local held = redis.call('HGET', KEYS[3], ARGV[4])
+if held then
+  redis.call('HDEL', KEYS[3], ARGV[4])
+  redis.call('DECRBY', KEYS[4], held)
+end
+return 1
+"""
+IDEMPOTENCY_SECONDS = 24 * 3600
+
 _CLAIM_BYTES = """
 local held = tonumber(redis.call('GET', KEYS[2]) or '0')
 local size = tonumber(ARGV[2])
@@ -216,6 +238,8 @@ class JobStore:
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
         self._swap = redis.register_script(_SWAP)
         self._claim = redis.register_script(_CLAIM_BYTES)
+        self._create = redis.register_script(_CREATE)
+        self._take_over = redis.register_script(_TAKE_OVER)
 
     @staticmethod
     def key(job_id: str) -> str:
@@ -249,15 +273,23 @@ class JobStore:
         if await cast(Awaitable[int], self.redis.hdel(table, record.job_id)):
             await self.redis.decrby(total, record.queued_bytes)
 
-    async def create(self, record: JobRecord) -> None:
-        """Store a new record and index it under its wiki (trimming index entries past retention)."""
+    async def create(self, record: JobRecord, idempotency: tuple[str, str, str] | None = None) -> bool:
+        """Store a new record and index it under its wiki (trimming index entries past retention).
+
+        With ``idempotency`` (scope, key, fingerprint), only while that key is bound to this job (a retry
+        may have taken over a key whose first submission seemed dead, ``take_over_idempotency``); False
+        when it is not, and nothing is stored.
+        """
         cutoff = record.submitted_ms - self.retention * 1000
-        async with self.redis.pipeline(transaction=True) as pipe:
-            body = record.model_dump_json(exclude_defaults=True)
-            pipe.set(self.key(record.job_id), body, ex=self.retention)
-            pipe.zadd(self.wiki_index(record.wiki), {record.job_id: record.submitted_ms})
-            pipe.zremrangebyscore(self.wiki_index(record.wiki), "-inf", cutoff)
-            await pipe.execute()
+        body = record.model_dump_json(exclude_defaults=True)
+        guard, bound = "", ""
+        if idempotency is not None:
+            scope, key, fingerprint = idempotency
+            guard = keys.idempotency(scope, key)
+            bound = f"{record.job_id} {fingerprint}"
+        names = [self.key(record.job_id), self.wiki_index(record.wiki), guard or self.key(record.job_id)]
+        args: list[str | int] = [body, record.submitted_ms, cutoff, bound, self.retention, record.job_id]
+        return bool(await self._create(keys=names, args=args))
 
     async def delete(self, job_id: str, wiki: str) -> None:
         """Remove a record that was never accepted (its enqueue failed)."""
@@ -326,7 +358,7 @@ class JobStore:
         """Bind ``key`` to ``job_id`` for 24 h, or return the ``(job_id, fingerprint)`` already bound."""
         name = keys.idempotency(scope, key)
         value = f"{job_id} {fingerprint}"
-        if await self.redis.set(name, value, nx=True, ex=24 * 3600):
+        if await self.redis.set(name, value, nx=True, ex=IDEMPOTENCY_SECONDS):
             return job_id, fingerprint
         existing = await self.redis.get(name)
         if existing is None:  # expired between the two calls: claim again
@@ -334,6 +366,18 @@ class JobStore:
         text = existing.decode() if isinstance(existing, bytes) else existing
         bound_job, bound_print = text.split(" ", 1)
         return bound_job, bound_print
+
+    async def take_over_idempotency(
+        self, scope: str, key: str, bound: tuple[str, str], job_id: str, submitter: str
+    ) -> bool:
+        """Rebind ``key`` from ``bound`` (job id, fingerprint) to ``job_id`` if that job's record does not
+        exist (its submission died between claiming the key and storing the record), giving back the
+        queued bytes ``submitter`` may have claimed for it; True if done."""
+        name = keys.idempotency(scope, key)
+        old_job, digest = bound
+        table, total = self.queued_keys(submitter)
+        args: list[str | int] = [f"{old_job} {digest}", f"{job_id} {digest}", IDEMPOTENCY_SECONDS, old_job]
+        return bool(await self._take_over(keys=[name, self.key(old_job), table, total], args=args))
 
     async def release_idempotency(self, scope: str, key: str) -> None:
         """Forget an idempotency key whose job could not be queued."""

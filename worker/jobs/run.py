@@ -32,6 +32,7 @@ from worker.jobs.publish import Outcome
 from worker.jobs.queue import schedule_first
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
 from worker.jobs.results import error_info, job_result
+from worker.jobs.storage import storage_fault
 from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Limits
 
@@ -210,12 +211,22 @@ async def _apply(ctx: JobContext, deps: Deps, record: JobRecord, stop: asyncio.E
     except WikiqError as exc:
         if exc.code != "INTERNAL":
             return [Outcome(record.job_id, error=error_info(exc))]
+        if (fault := storage_fault(exc)) is not None:
+            return [_storage_failed(record, fault)]
         return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise await _again(ctx) from exc
     except Exception as exc:
+        if (fault := storage_fault(exc)) is not None:
+            return [_storage_failed(record, fault)]
         log.exception("job %s: unexpected error", record.job_id)
         return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
+
+
+def _storage_failed(record: JobRecord, fault: WikiqError) -> Outcome:
+    """A full or read-only data directory fails the job at once (``worker.jobs.storage``): no retry."""
+    log.warning("job %s: %s", record.job_id, fault.message)
+    return Outcome(record.job_id, error=error_info(fault))
 
 
 async def _finish_job(

@@ -5,20 +5,36 @@ the batch's static checks (limits, paths, zones, encodings), the caller's path p
 (a configured secret, and no private address unless allowed), the idempotency key, the caller's queued
 bytes, then the record and the arq job. If queueing fails half-way, the record, the idempotency key and the
 queued bytes are given back, so a refused submission leaves nothing behind.
+
+Only once Redis confirms the job durable (``WIKIQ_ACCEPT_DURABILITY``: fsynced in its append-only file,
+and on a replica with ``replica``; ``worker.jobs.queue.ring_durably``) is the submission answered. When
+Redis cannot confirm in time, the answer is ``STORAGE_UNAVAILABLE`` (503), never a ``202`` that a power cut
+could take back. The record and queue entry are then kept, not withdrawn: the job may already be running
+(its doorbell rang) and a withdrawal would be as unconfirmed as the job itself. The message names the job
+so the client can follow it, and the idempotency key stays bound to it, so submitting again with the same
+``Idempotency-Key`` answers that job once it is durable instead of queueing a second one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
 from arq.connections import ArqRedis
 
 from worker.engine import check_static
-from worker.errors import AccessDenied, BatchRejected, IdempotencyConflict, RateLimited, WebhookRefused
+from worker.errors import (
+    AccessDenied,
+    BatchRejected,
+    IdempotencyConflict,
+    RateLimited,
+    StorageUnavailable,
+    WebhookRefused,
+)
 from worker.git.policy import policy_for
 from worker.jobs.events import job_accepted
-from worker.jobs.queue import enqueue_batch
+from worker.jobs.queue import NotDurable, enqueue_batch, ring_durably
 from worker.jobs.records import (
     BatchSummary,
     JobRecord,
@@ -91,16 +107,13 @@ class Submissions:
             await check_webhook_url(batch.webhook.url, allow_private=settings.webhook_allow_private)
         job_id = new_job_id()
         scope = f"{caller.id}\x00{wiki}"
+        guard = None
         if idempotency_key is not None:
             digest = fingerprint(wiki, batch)
-            bound, bound_digest = await self.jobs.claim_idempotency(scope, idempotency_key, digest, job_id)
-            if bound != job_id:
-                if bound_digest != digest:
-                    raise IdempotencyConflict("this Idempotency-Key was used with a different batch")
-                existing = await self.jobs.get(bound)
-                if existing is None:  # the first submission is still storing its record: it is queued
-                    return Job(job_id=bound, wiki=wiki, status="queued")
-                return existing.public(reveal=True)
+            guard = (scope, idempotency_key, digest)
+            replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
+            if replayed is not None:
+                return replayed
         record = self._record(caller, wiki, job_id, batch, at.commit)
         try:
             await self._claim_bytes(record)
@@ -108,8 +121,16 @@ class Submissions:
             if idempotency_key is not None:
                 await self.jobs.release_idempotency(scope, idempotency_key)
             raise
-        await self.jobs.create(record)
-        try:
+        if not await self.jobs.create(record, guard):
+            # a retry took the key over while this submission stalled: it answers that retry's job
+            await self.jobs.release_bytes(record)
+            assert guard is not None
+            replayed = await self._bind_key(caller.id, *guard, new_job_id())
+            if replayed is None:  # the key expired meanwhile (24 h): nothing was queued for it
+                await self.jobs.release_idempotency(scope, guard[1])
+                raise StorageUnavailable("this submission stalled and was not queued; submit it again", 1)
+            return replayed
+        try:  # (a racing replay of the same key may have queued this very job first: that is fine)
             await enqueue_batch(self.redis, job_id, record.partition, settings.job_retention_seconds)
         except BaseException:
             await self.jobs.delete(job_id, wiki)
@@ -118,7 +139,63 @@ class Submissions:
                 await self.jobs.release_idempotency(scope, idempotency_key)
             raise
         job_accepted(self.redis, record)
+        await self._durable(job_id, record.partition)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
+
+    async def _bind_key(self, submitter: str, scope: str, key: str, digest: str, job_id: str) -> Job | None:
+        """Bind idempotency ``key`` to the new ``job_id`` (None: go on and queue it), or answer the job it
+        is bound to already (``IdempotencyConflict`` for another body).
+
+        A bound job whose record does not appear (its submission died, or Redis failed over, between
+        claiming the key and storing the record) would otherwise be answered forever without existing:
+        after a short wait the key is taken over for ``job_id`` (atomically, only while that record is
+        missing; the stalled submission's own store is guarded by the key, so one job per key remains).
+        A bound job still ``queued`` is put on its queue again if it is not there (a submission cut short
+        between its record and its queue entry), and confirmed durable before it is answered.
+        """
+        for _ in range(3):
+            bound, bound_digest = await self.jobs.claim_idempotency(scope, key, digest, job_id)
+            if bound == job_id:
+                return None
+            if bound_digest != digest:
+                raise IdempotencyConflict("this Idempotency-Key was used with a different batch")
+            existing = await self._record_of(bound)
+            if existing is None:
+                if await self.jobs.take_over_idempotency(scope, key, (bound, digest), job_id, submitter):
+                    return None
+                continue  # rebound or stored meanwhile: look again
+            if existing.status == "queued":  # a no-op when it is on its queue already
+                await enqueue_batch(
+                    self.redis, bound, existing.partition, self.settings.job_retention_seconds
+                )
+            await self._durable(bound, existing.partition)
+            return existing.public(reveal=True)
+        raise StorageUnavailable("this Idempotency-Key is busy with another submission; try again", 1)
+
+    async def _record_of(self, job_id: str) -> JobRecord | None:
+        """The record of ``job_id``, waiting about a second for a submission still storing it."""
+        for delay in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4):
+            await asyncio.sleep(delay)  # another request is between claiming the key and storing the record
+            existing = await self.jobs.get(job_id)
+            if existing is not None:
+                return existing
+        return None
+
+    async def _durable(self, job_id: str, partition: int) -> None:
+        """Ring the partition's doorbell and wait until Redis confirms the job durable (see the module);
+        ``StorageUnavailable`` naming the job when it cannot."""
+        settings = self.settings
+        try:
+            await ring_durably(
+                self.redis, partition, settings.accept_durability, settings.accept_timeout_seconds
+            )
+        except NotDurable as exc:
+            raise StorageUnavailable(
+                f"job {job_id} was queued but is not confirmed durable: {exc.message}. It may still run "
+                f"(see {status_url(job_id)}); submitting again with the same Idempotency-Key answers that "
+                "job instead of queueing another",
+                retry_after=1,
+            ) from None
 
     def _record(self, caller: Principal, wiki: str, job_id: str, batch: Batch, base: str | None) -> JobRecord:
         record = JobRecord(
