@@ -14,13 +14,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine, queue, search
+from bench import engine, queue, search, soak
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
     Section("queue", "Queue: HTTP submit → commit latency and sustained throughput", queue.section),
     Section("search", "Search of the head (git grep)", search.section),
+    Section("soak", "Soak: many wikis over a long run through the service", soak.section),
 ]
 WIDTH = 150
 LATEST = Path(__file__).resolve().parent / "latest.json"
