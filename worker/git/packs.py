@@ -1,0 +1,447 @@
+"""Reading packs in process: ``Pack`` (one pack and its index), ``PackCache`` (every pack a process has
+opened, shared by all its repositories) and ``PackReader`` (one repository's ``objects/pack``).
+
+A pack named ``pack-<checksum>`` never changes, so once opened it serves every later reader of that path:
+reopening an evicted repository costs one listing of ``objects/pack`` and dictionary lookups, not an
+``open``/``mmap`` per pack. Small packs (wikiq writes one per commit, and rolls them up while they are
+small) are read into memory and hold no file descriptor; bigger ones are memory-mapped (Python's ``mmap``
+keeps a duplicate descriptor for each, hence the cap on mapped packs). The cache is bounded by the bytes
+it holds in memory and by the number of packs it maps; a pack it drops stays usable by the readers still
+holding it and is unmapped when the last one lets go (no reader ever sees a closed map).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from pathlib import Path
+
+from worker.git.objects import IDX_MAGIC, TYPE_NAMES, object_id
+
+OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
+MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
+IN_MEMORY_BYTES = 256 * 1024  # a pack (or index) up to this size is read into memory, bigger ones mapped
+PACK_CACHE_BYTES = 32 << 20  # bytes of in-memory packs the process-wide cache keeps
+PACK_CACHE_MAPPED = 128  # mapped packs the process-wide cache keeps (two descriptors each)
+RACY_NS = 50_000_000  # a listing this close to the folder's mtime may have missed a same-tick change
+
+Buffer = bytes | mmap.mmap
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A delta header's little-endian base-128 size at ``pos``: (value, next position)."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def apply_delta(base: bytes, delta: bytes) -> bytes:
+    """Git's delta format: copy ranges of ``base`` and insert literal bytes."""
+    size, pos = _varint(delta, 0)
+    if size != len(base):
+        raise ValueError("delta base size mismatch")
+    size, pos = _varint(delta, pos)
+    out: list[bytes] = []
+    end = len(delta)
+    while pos < end:
+        op = delta[pos]
+        pos += 1
+        if op & 0x80:
+            offset = length = 0
+            for bit, shift in ((0x01, 0), (0x02, 8), (0x04, 16), (0x08, 24)):
+                if op & bit:
+                    offset |= delta[pos] << shift
+                    pos += 1
+            for bit, shift in ((0x10, 0), (0x20, 8), (0x40, 16)):
+                if op & bit:
+                    length |= delta[pos] << shift
+                    pos += 1
+            length = length or 0x10000
+            if offset + length > len(base):
+                raise ValueError("delta copies past the end of its base")
+            out.append(base[offset : offset + length])
+        elif op:
+            if pos + op > len(delta):
+                raise ValueError("delta insert runs past its end")
+            out.append(delta[pos : pos + op])
+            pos += op
+        else:
+            raise ValueError("delta opcode 0")
+    result = b"".join(out)
+    if len(result) != size:
+        raise ValueError("delta result size mismatch")
+    return result
+
+
+def _load(path: str) -> Buffer:
+    """The bytes of ``path``: read whole when small, else memory-mapped (read-only)."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size <= IN_MEMORY_BYTES:
+            return file.read()
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class Pack:
+    """One pack and its version-2 index (in memory or mapped); immutable, shared between readers."""
+
+    def __init__(self, idx: Buffer, pack: Buffer, whole: bool | None = None) -> None:
+        """``whole``: known to hold whole objects only (a pack wikiq just wrote); None: find out if asked."""
+        self.idx = idx
+        self.pack = pack
+        if idx[:8] != IDX_MAGIC or pack[:4] != b"PACK" or len(idx) < 8 + 1024:
+            self.close()
+            raise ValueError("not a version-2 pack and index")
+        self.fanout = struct.unpack_from(">256I", idx, 8)
+        self.count = self.fanout[255]
+        self.names = 8 + 1024
+        self.offsets = self.names + 24 * self.count  # after the names and the crc32s
+        self.large = self.offsets + 4 * self.count
+        if len(idx) < self.large + 40:
+            self.close()
+            raise ValueError("truncated pack index")
+        self.nbytes = len(pack)
+        self.mapped = isinstance(pack, mmap.mmap) or isinstance(idx, mmap.mmap)
+        self.memory = 0 if self.mapped else len(idx) + len(pack)
+        self._layout: list[tuple[bytes, int, int]] | None = None
+        self._whole = whole
+
+    @classmethod
+    def open(cls, idx_path: str, pack_path: str) -> Pack:
+        """The pack at ``pack_path``, indexed by ``idx_path``; ``OSError``/``ValueError`` if unusable."""
+        idx = _load(idx_path)
+        try:
+            pack = _load(pack_path)
+        except BaseException:
+            if isinstance(idx, mmap.mmap):
+                idx.close()
+            raise
+        return cls(idx, pack)
+
+    def close(self) -> None:
+        """Unmap a mapped pack (only for a pack no reader shares: tests, or one that failed to open)."""
+        for buffer in (self.idx, self.pack):
+            if isinstance(buffer, mmap.mmap):
+                buffer.close()
+
+    def find(self, oid: bytes) -> int | None:
+        """The offset of ``oid`` in the pack, or None."""
+        idx, names = self.idx, self.names
+        first = oid[0]
+        lo = self.fanout[first - 1] if first else 0
+        hi = self.fanout[first]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = names + 20 * mid
+            name = idx[at : at + 20]
+            if name < oid:
+                lo = mid + 1
+            elif name > oid:
+                hi = mid
+            else:
+                (offset,) = struct.unpack_from(">I", idx, self.offsets + 4 * mid)
+                if offset & 0x80000000:
+                    (offset,) = struct.unpack_from(">Q", idx, self.large + 8 * (offset & 0x7FFFFFFF))
+                return int(offset)
+        return None
+
+    def layout(self) -> list[tuple[bytes, int, int]]:
+        """Every entry as ``(oid, start, end)`` in pack order (what a roll-up copies)."""
+        if self._layout is None:
+            count, idx = self.count, self.idx
+            offsets = list(struct.unpack_from(f">{count}I", idx, self.offsets))
+            for i, offset in enumerate(offsets):
+                if offset & 0x80000000:
+                    (offsets[i],) = struct.unpack_from(">Q", idx, self.large + 8 * (offset & 0x7FFFFFFF))
+            names = bytes(idx[self.names : self.names + 20 * count])
+            starts = sorted((offset, names[20 * i : 20 * i + 20]) for i, offset in enumerate(offsets))
+            ends = [start for start, _ in starts[1:]] + [self.nbytes - 20]
+            self._layout = [(oid, start, end) for (start, oid), end in zip(starts, ends, strict=True)]
+        return self._layout
+
+    @property
+    def whole(self) -> bool:
+        """True when every entry is a whole object (no delta) and the pack's checksum holds: its entries
+        can be copied byte for byte into another pack. wikiq's own packs are; git's repacks are not."""
+        if self._whole is None:
+            pack = self.pack
+            self._whole = all((pack[start] >> 4) & 7 in TYPE_NAMES for _, start, _ in self.layout())
+            if self._whole:
+                body = memoryview(pack)[: self.nbytes - 20]
+                try:
+                    self._whole = hashlib.sha1(body).digest() == pack[self.nbytes - 20 : self.nbytes]
+                finally:
+                    body.release()
+        return self._whole
+
+    def entry(self, start: int, end: int) -> bytes:
+        """The raw bytes of the entry at ``start`` (header and compressed body)."""
+        return bytes(self.pack[start:end])
+
+    def _inflate(self, start: int, size: int) -> bytes:
+        # The input is bounded: zlib keeps a copy of whatever input it did not use (``unused_data``), and
+        # "the rest of the pack" would be megabytes per read. Deflate grows data by at most ~0.1% + 11.
+        view = memoryview(self.pack)
+        try:
+            inflater = zlib.decompressobj()
+            end = min(len(view), start + size + (size >> 10) + 64)
+            data = inflater.decompress(view[start:end])
+            while not inflater.eof and end < len(view):
+                start, end = end, min(len(view), end + 65536)
+                data += inflater.decompress(view[start:end])
+        finally:
+            view.release()
+        if len(data) != size or not inflater.eof:
+            raise ValueError("corrupt pack entry")
+        return data
+
+    def object_size(self, offset: int) -> int | None:
+        """The size of the object at ``offset`` without building it (a delta's header says its result's)."""
+        pack = self.pack
+        byte = pack[offset]
+        kind = (byte >> 4) & 7
+        size = byte & 0x0F
+        shift, pos = 4, offset + 1
+        while byte & 0x80:
+            byte = pack[pos]
+            pos += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+        if kind in TYPE_NAMES:
+            return size
+        if kind == OBJ_OFS_DELTA:
+            while pack[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif kind == OBJ_REF_DELTA:
+            pos += 20
+        else:
+            return None
+        head = zlib.decompressobj().decompress(bytes(pack[pos : pos + 64]), 32)
+        _, at = _varint(head, 0)  # the base's size, then the result's
+        result, _ = _varint(head, at)
+        return result
+
+    def read(self, offset: int) -> tuple[int, bytes] | None:
+        """``(type, bytes)`` of the entry at ``offset``, deltas resolved; None when a base is elsewhere."""
+        pack = self.pack
+        chain: list[bytes] = []
+        while True:
+            byte = pack[offset]
+            kind = (byte >> 4) & 7
+            size = byte & 0x0F
+            shift, pos = 4, offset + 1
+            while byte & 0x80:
+                byte = pack[pos]
+                pos += 1
+                size |= (byte & 0x7F) << shift
+                shift += 7
+            if kind in TYPE_NAMES:
+                data = self._inflate(pos, size)
+                for delta in reversed(chain):
+                    data = apply_delta(data, delta)
+                return kind, data
+            if len(chain) >= MAX_DELTA_CHAIN:
+                return None
+            if kind == OBJ_OFS_DELTA:
+                byte = pack[pos]
+                pos += 1
+                back = byte & 0x7F
+                while byte & 0x80:
+                    byte = pack[pos]
+                    pos += 1
+                    back = ((back + 1) << 7) | (byte & 0x7F)
+                chain.append(self._inflate(pos, size))
+                offset -= back
+            elif kind == OBJ_REF_DELTA:
+                base = self.find(bytes(pack[pos : pos + 20]))
+                if base is None:
+                    return None
+                chain.append(self._inflate(pos + 20, size))
+                offset = base
+            else:
+                return None
+
+
+class PackCache:
+    """Every pack the process has open, by path (``.../pack-<checksum>``), least recently used dropped first.
+
+    Bounded by the bytes of in-memory packs and by the number of mapped ones. Thread-safe.
+    """
+
+    def __init__(self, memory_bytes: int = PACK_CACHE_BYTES, mapped: int = PACK_CACHE_MAPPED) -> None:
+        self.memory_cap = memory_bytes
+        self.mapped_cap = mapped
+        self.packs: OrderedDict[str, Pack] = OrderedDict()
+        self.memory = 0
+        self.mapped = 0
+        self._lock = threading.Lock()
+
+    def get(self, base: str) -> Pack | None:
+        """The pack at ``base`` (``.idx``/``.pack``), opened now if not cached; None when it cannot be."""
+        with self._lock:
+            found = self.packs.get(base)
+            if found is not None:
+                self.packs.move_to_end(base)
+                return found
+        try:
+            pack = Pack.open(base + ".idx", base + ".pack")
+        except (OSError, ValueError):
+            return None
+        return self.put(base, pack)
+
+    def put(self, base: str, pack: Pack) -> Pack:
+        """Keep ``pack`` as the pack at ``base`` (a pack already cached there wins); the cached pack."""
+        with self._lock:
+            found = self.packs.get(base)
+            if found is not None:
+                self.packs.move_to_end(base)
+                return found
+            self.packs[base] = pack
+            self.memory += pack.memory
+            self.mapped += pack.mapped
+            while len(self.packs) > 1 and (self.memory > self.memory_cap or self.mapped > self.mapped_cap):
+                _, dropped = self.packs.popitem(last=False)
+                self.memory -= dropped.memory
+                self.mapped -= dropped.mapped
+            return pack
+
+    def forget(self, base: str) -> None:
+        """Drop the pack at ``base`` (it was deleted)."""
+        with self._lock:
+            dropped = self.packs.pop(base, None)
+            if dropped is not None:
+                self.memory -= dropped.memory
+                self.mapped -= dropped.mapped
+
+    def clear(self) -> None:
+        """Drop every pack."""
+        with self._lock:
+            self.packs.clear()
+            self.memory = self.mapped = 0
+
+
+PACKS = PackCache()  # the process's packs, shared by every PackReader
+
+
+class PackReader:
+    """Objects read straight from ``objects/pack`` (no ``git cat-file`` round trip), verified by hash.
+
+    ``read`` returns None for anything it does not find or cannot resolve (loose objects, a base in
+    another pack, a damaged entry): the caller then asks git. The pack list is read lazily, and again when
+    an object is missing and ``objects/pack`` changed since the last look (or the last look was too close to
+    a change to trust the folder's mtime); packs are taken from the process-wide ``PackCache``. Pack files
+    ending in ``.keep`` or ``.mtimes`` (git's kept and cruft packs) are noted in ``pinned``.
+    Not thread-safe: callers serialise reads.
+    """
+
+    def __init__(self, pack_dir: Path, cache: PackCache | None = None) -> None:
+        self.pack_dir = pack_dir
+        self.cache = PACKS if cache is None else cache
+        self.packs: dict[str, Pack] = {}  # "pack-<checksum>" -> pack, biggest first
+        self.pinned: set[str] = set()
+        self.seen: int | None = None  # objects/pack's mtime (ns) at the last listing
+
+    def close(self) -> None:
+        """Let go of the packs (the cache keeps what it can)."""
+        self.packs.clear()
+        self.pinned.clear()
+        self.seen = None
+
+    def refresh(self, force: bool = False) -> bool:
+        """Re-list ``objects/pack`` if it changed (or ``force``); True when the pack list may have changed."""
+        try:
+            mtime = os.stat(self.pack_dir).st_mtime_ns
+        except OSError:
+            return False
+        if mtime == self.seen and not force:
+            return False
+        try:
+            listing = os.listdir(self.pack_dir)
+        except OSError:
+            return False
+        names: set[str] = set()
+        pinned: set[str] = set()
+        for name in listing:
+            if name.startswith("pack-"):
+                stem, dot, ext = name.rpartition(".")
+                if ext == "idx":
+                    names.add(stem)
+                elif dot and ext in ("keep", "mtimes"):
+                    pinned.add(stem)
+        packs: dict[str, Pack] = {}
+        complete = True
+        for name in names:
+            pack = self.packs.get(name) or self.cache.get(os.path.join(self.pack_dir, name))
+            if pack is None:
+                complete = False  # deleted meanwhile, or not a pack: look again on the next miss
+            else:
+                packs[name] = pack
+        # biggest first: most objects live in the few big packs, the many small ones are recent commits'
+        self.packs = dict(sorted(packs.items(), key=lambda item: -item[1].count))
+        self.pinned = pinned
+        racy = time.time_ns() - mtime < RACY_NS  # a change in the same clock tick would not move the mtime
+        self.seen = mtime if complete and not racy else None
+        return True
+
+    def add(self, name: str, pack: Pack) -> None:
+        """Use ``pack`` (just published as ``name``) without listing the folder again."""
+        self.packs[name] = pack
+
+    def drop(self, name: str) -> None:
+        """Stop using pack ``name`` (deleted)."""
+        self.packs.pop(name, None)
+        self.cache.forget(os.path.join(self.pack_dir, name))
+
+    def _find(self, oid: bytes) -> tuple[Pack, int] | None:
+        for attempt in range(2):
+            if attempt and not self.refresh():
+                return None
+            for pack in self.packs.values():
+                offset = pack.find(oid)
+                if offset is not None:
+                    return pack, offset
+        return None
+
+    def size(self, oid: bytes) -> int | None:
+        """The size of object ``oid`` read from its pack entry's header, or None (then ask git)."""
+        try:
+            found = self._find(oid)
+            return None if found is None else found[0].object_size(found[1])
+        except (ValueError, IndexError, struct.error, zlib.error):
+            return None
+
+    def read(self, oid: bytes) -> tuple[bytes, bytes] | None:
+        """``(type name, bytes)`` of object ``oid``, or None (then ask git)."""
+        try:
+            found = self._find(oid)
+            if found is None:
+                return None
+            read = found[0].read(found[1])
+        except (ValueError, IndexError, struct.error, zlib.error):
+            return None
+        if read is None:
+            return None
+        kind, data = read
+        type_name = TYPE_NAMES[kind]
+        return (type_name, data) if object_id(type_name, data) == oid else None
+
+
+def unlink_pack(pack_dir: Path, name: str) -> None:
+    """Delete pack ``name``: its index first, so no reader that lists the folder finds an index whose pack
+    is already gone (one that opened both before keeps reading them)."""
+    for ext in (".idx", ".pack", ".rev"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pack_dir / f"{name}{ext}")

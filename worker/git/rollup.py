@@ -1,0 +1,85 @@
+"""Rolling packs up in the commit itself: which earlier packs a commit's pack absorbs.
+
+Each commit writes one pack. Left alone they pile up (one per commit) and every reopening, every missing
+object and every ``git`` reader pays for each of them. Instead, a commit's pack also carries, copied byte
+for byte, the entries of the small packs it absorbs; once the commit is durable and on ``main`` those packs
+are deleted. Nothing runs in the background and nothing waits for an idle moment, so the bound holds under
+continuous load, and the cost is a copy of bytes already compressed (no inflate, no delta search).
+
+Which packs: size-tiered, like an LSM tree's compaction. A pack's tier is ``floor(log4(size / 8 KiB)) + 1``
+(0 below 8 KiB); when a commit's pack would be the ``ROLLUP_FANOUT``-th (4th) in its tier, it absorbs the
+other three and moves up, possibly again. Each tier then holds at most three packs, and a byte is copied at
+most once per tier. Only packs of at most ``ROLLUP_MAX_BYTES`` whose entries are all whole objects (wikiq's
+own; git's repacks hold deltas, whose offsets would not survive a copy) and that git does not keep
+(``.keep``) or use as a cruft pack (``.mtimes``) are candidates; bigger ones are left to git's geometric
+repack (``worker.git.maintenance``), which deltifies them.
+
+Bound (``MAX_PACKS``): three packs per tier below ``ROLLUP_MAX_BYTES`` (6 tiers: at most 18) plus the few
+big packs git keeps in a geometric progression. If a wiki still has more than ``MAX_PACKS`` packs (say git's
+repacks have not kept up), the commit absorbs the smallest candidates, whatever their tier, until it is back
+within the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+
+from worker.git.packs import Pack
+
+ROLLUP_FANOUT = 4
+ROLLUP_FLOOR = 8 * 1024  # tier 0: packs below this size
+ROLLUP_MAX_BYTES = 8 << 20  # bigger packs are git's to repack (with deltas)
+MAX_PACKS = 32  # packs per wiki, enforced at every commit (see the module)
+
+
+def tier(size: int) -> int:
+    """The tier of a pack of ``size`` bytes (0 below ``ROLLUP_FLOOR``, then one per factor of 4)."""
+    level = 0
+    bound = ROLLUP_FLOOR
+    while size >= bound:
+        level += 1
+        bound *= ROLLUP_FANOUT
+    return level
+
+
+def candidates(packs: Mapping[str, Pack], pinned: Set[str]) -> dict[str, Pack]:
+    """The packs a commit may absorb: small, undeltified, intact and not git's kept or cruft packs."""
+    return {
+        name: pack
+        for name, pack in packs.items()
+        if name not in pinned and pack.nbytes <= ROLLUP_MAX_BYTES and pack.whole
+    }
+
+
+def choose(packs: Mapping[str, Pack], pinned: Set[str], new_size: int) -> list[str]:
+    """The packs (by name) a new pack of about ``new_size`` bytes absorbs, among a repository's ``packs``."""
+    free = candidates(packs, pinned)
+    chosen: list[str] = []
+    size = new_size
+    while True:
+        level = tier(size)
+        if size > ROLLUP_MAX_BYTES:
+            break
+        same = [name for name, pack in free.items() if tier(pack.nbytes) == level]
+        if len(same) + 1 < ROLLUP_FANOUT:
+            break
+        for name in same:
+            size += free.pop(name).nbytes
+            chosen.append(name)
+    left = len(packs) - len(chosen) + 1
+    for name, pack in sorted(free.items(), key=lambda item: item[1].nbytes):
+        if left <= MAX_PACKS:
+            break
+        chosen.append(name)
+        size += pack.nbytes
+        left -= 1
+    return chosen
+
+
+def entries(packs: Mapping[str, Pack], chosen: list[str]) -> list[tuple[bytes, bytes]]:
+    """Every ``(oid, raw entry)`` of the ``chosen`` packs, to be copied into the new pack."""
+    out: list[tuple[bytes, bytes]] = []
+    for name in chosen:
+        pack = packs[name]
+        out += [(oid, pack.entry(start, end)) for oid, start, end in pack.layout()]
+    return out
