@@ -88,8 +88,31 @@ def batch(n: int) -> dict[str, object]:
     }
 
 
+@dataclass
+class Probe:
+    """The worker's CPU seconds when the first window had finished and when the last one began."""
+
+    pid: int
+    window: int
+    total: int
+    first_end: float = 0.0
+    last_start: float = 0.0
+
+    def finished(self, done: int) -> None:
+        """Note the worker's CPU time at the window boundaries (``done`` batches finished so far)."""
+        if done == self.window:
+            self.first_end = cpu_seconds(self.pid)
+        if done == self.total - self.window:
+            self.last_start = cpu_seconds(self.pid)
+
+
 async def _agent(
-    client: httpx.AsyncClient, wikis: list[str], counter: list[int], total: int, out: list[Done]
+    client: httpx.AsyncClient,
+    wikis: list[str],
+    counter: list[int],
+    total: int,
+    out: list[Done],
+    probe: Probe,
 ) -> None:
     """Take the next batch number, submit it to its wiki (round-robin), wait for its job; until done."""
     while counter[0] < total:
@@ -107,16 +130,17 @@ async def _agent(
                 break
         end = time.perf_counter()
         out.append(Done(end, end - start, job["status"]))
+        probe.finished(len(out))
 
 
-async def _drive(url: str, wikis: list[str], total: int) -> tuple[float, list[Done]]:
+async def _drive(url: str, wikis: list[str], total: int, probe: Probe) -> tuple[float, list[Done]]:
     """Run ``AGENTS`` agents until ``total`` batches finished; (start time, finished batches in order)."""
     out: list[Done] = []
     counter = [0]
     limits = httpx.Limits(max_connections=AGENTS * 2)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         start = time.perf_counter()
-        await asyncio.gather(*(_agent(client, wikis, counter, total, out) for _ in range(AGENTS)))
+        await asyncio.gather(*(_agent(client, wikis, counter, total, out, probe) for _ in range(AGENTS)))
     return start, out
 
 
@@ -154,10 +178,12 @@ def section(ctx: Context) -> list[Row]:
         api = service.api.pid if service.api is not None else worker
         worker_start, api_start = rss_mb(worker), rss_mb(api)
         cpu_start = cpu_seconds(worker)
+        probe = Probe(worker, size.window, size.batches)
         began = time.perf_counter()
-        start, done = asyncio.run(_drive(service.url, wikis, size.batches))
+        start, done = asyncio.run(_drive(service.url, wikis, size.batches, probe))
         elapsed = time.perf_counter() - began
-        worker_cpu = cpu_seconds(worker) - cpu_start
+        cpu_end = cpu_seconds(worker)
+        worker_cpu = cpu_end - cpu_start
         worker_end, api_end, fds = rss_mb(worker), rss_mb(api), open_fds(worker)
         packs = max_packs(service.data)
     finally:
@@ -185,6 +211,18 @@ def section(ctx: Context) -> list[Row]:
         Row("soak.last_over_first", last_rate / first_rate, "x", "batches/s, last window over first"),
         Row("soak.overall_per_s", len(done) / elapsed, "batches/s", "whole run"),
         Row("soak.worker_cpu_ms", worker_cpu * 1000 / max(1, len(done)), "ms/batch", "worker process CPU"),
+        Row(
+            "soak.first_worker_cpu_ms",
+            (probe.first_end - cpu_start) * 1000 / size.window,
+            "ms/batch",
+            "worker CPU over the first window",
+        ),
+        Row(
+            "soak.last_worker_cpu_ms",
+            (cpu_end - probe.last_start) * 1000 / size.window,
+            "ms/batch",
+            "worker CPU over the last window (the rest of the time is I/O and waiting)",
+        ),
         Row("soak.worker_rss_start_mb", worker_start, "MB", "after creating the wikis"),
         Row("soak.worker_rss_end_mb", worker_end, "MB", "after the last batch"),
         Row("soak.api_rss_start_mb", api_start, "MB", ""),

@@ -1,13 +1,15 @@
 """Reading packs in process: ``Pack`` (one pack and its index), ``PackCache`` (every pack a process has
 opened, shared by all its repositories) and ``PackReader`` (one repository's ``objects/pack``).
 
-A pack named ``pack-<checksum>`` never changes, so once opened it serves every later reader of that path:
-reopening an evicted repository costs one listing of ``objects/pack`` and dictionary lookups, not an
-``open``/``mmap`` per pack. Small packs (wikiq writes one per commit, and rolls them up while they are
-small) are read into memory and hold no file descriptor; bigger ones are memory-mapped (Python's ``mmap``
-keeps a duplicate descriptor for each, hence the cap on mapped packs). The cache is bounded by the bytes
-it holds in memory and by the number of packs it maps; a pack it drops stays usable by the readers still
-holding it and is unmapped when the last one lets go (no reader ever sees a closed map).
+A pack named ``pack-<checksum>`` never changes, so what a process learns about it holds for good: its size
+and whether it holds only whole objects (``PackInfo``, kept for many packs) and, while it is used, its
+bytes. Reopening an evicted repository costs one listing of ``objects/pack`` and dictionary lookups; a
+pack's bytes are loaded only when an object is read from it or a commit rolls it up (and a commit on a warm
+tree cache reads none). Small packs (wikiq writes one per commit, and rolls them up while they are small)
+are read into memory and hold no file descriptor; bigger ones are memory-mapped (Python's ``mmap`` keeps a
+duplicate descriptor for each, hence the cap on mapped packs). The cache is bounded by the bytes it holds
+in memory and by the number of packs it maps; a pack it drops stays usable by the readers still holding it
+and is unmapped when the last one lets go (no reader ever sees a closed map).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker.git.objects import IDX_MAGIC, TYPE_NAMES, object_id
@@ -28,8 +31,10 @@ from worker.git.objects import IDX_MAGIC, TYPE_NAMES, object_id
 OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
 MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
 IN_MEMORY_BYTES = 256 * 1024  # a pack (or index) up to this size is read into memory, bigger ones mapped
-PACK_CACHE_BYTES = 32 << 20  # bytes of in-memory packs the process-wide cache keeps
+PACK_CACHE_BYTES = 16 << 20  # bytes of in-memory packs the process-wide cache keeps
 PACK_CACHE_MAPPED = 128  # mapped packs the process-wide cache keeps (two descriptors each)
+PACK_INFOS = 32_768  # packs whose size and kind the process remembers (~100 bytes each)
+WHOLE_CHECK_MAX_BYTES = 8 << 20  # bigger packs are never rolled up: not worth checking their entries
 RACY_NS = 50_000_000  # a listing this close to the folder's mtime may have missed a same-tick change
 
 Buffer = bytes | mmap.mmap
@@ -173,18 +178,20 @@ class Pack:
 
     @property
     def whole(self) -> bool:
-        """True when every entry is a whole object (no delta) and the pack's checksum holds: its entries
-        can be copied byte for byte into another pack. wikiq's own packs are; git's repacks are not."""
+        """True when every entry is a whole object (no delta): its entries can be copied byte for byte into
+        another pack. wikiq's own packs are; git's repacks are not."""
         if self._whole is None:
             pack = self.pack
             self._whole = all((pack[start] >> 4) & 7 in TYPE_NAMES for _, start, _ in self.layout())
-            if self._whole:
-                body = memoryview(pack)[: self.nbytes - 20]
-                try:
-                    self._whole = hashlib.sha1(body).digest() == pack[self.nbytes - 20 : self.nbytes]
-                finally:
-                    body.release()
         return self._whole
+
+    def intact(self) -> bool:
+        """True when the pack's trailing checksum matches its bytes (checked before copying them)."""
+        body = memoryview(self.pack)[: self.nbytes - 20]
+        try:
+            return hashlib.sha1(body).digest() == self.pack[self.nbytes - 20 : self.nbytes]
+        finally:
+            body.release()
 
     def entry(self, start: int, end: int) -> bytes:
         """The raw bytes of the entry at ``start`` (header and compressed body)."""
@@ -275,16 +282,31 @@ class Pack:
                 return None
 
 
-class PackCache:
-    """Every pack the process has open, by path (``.../pack-<checksum>``), least recently used dropped first.
+@dataclass(frozen=True)
+class PackInfo:
+    """What the roll-up needs to know of a pack without its bytes: its size, and if it holds whole objects
+    only (False for packs over ``WHOLE_CHECK_MAX_BYTES``, never looked at)."""
 
-    Bounded by the bytes of in-memory packs and by the number of mapped ones. Thread-safe.
+    nbytes: int
+    whole: bool
+
+
+class PackCache:
+    """Every pack the process has open, by path (``.../pack-<checksum>``), least recently used dropped first,
+    and the ``PackInfo`` of many more.
+
+    Bounded by the bytes of in-memory packs, by the number of mapped ones, and by ``PACK_INFOS``.
+    Thread-safe.
     """
 
-    def __init__(self, memory_bytes: int = PACK_CACHE_BYTES, mapped: int = PACK_CACHE_MAPPED) -> None:
+    def __init__(
+        self, memory_bytes: int = PACK_CACHE_BYTES, mapped: int = PACK_CACHE_MAPPED, infos: int = PACK_INFOS
+    ) -> None:
         self.memory_cap = memory_bytes
         self.mapped_cap = mapped
+        self.infos_cap = infos
         self.packs: OrderedDict[str, Pack] = OrderedDict()
+        self.infos: OrderedDict[str, PackInfo] = OrderedDict()
         self.memory = 0
         self.mapped = 0
         self._lock = threading.Lock()
@@ -301,6 +323,39 @@ class PackCache:
         except (OSError, ValueError):
             return None
         return self.put(base, pack)
+
+    def info(self, base: str) -> PackInfo | None:
+        """The ``PackInfo`` of the pack at ``base``; None when it cannot be opened."""
+        with self._lock:
+            found = self.infos.get(base)
+            if found is not None:
+                self.infos.move_to_end(base)
+                return found
+        try:
+            nbytes = os.stat(base + ".pack").st_size
+        except OSError:
+            return None
+        whole = False
+        if nbytes <= WHOLE_CHECK_MAX_BYTES:
+            pack = self.get(base)
+            if pack is None:
+                return None
+            nbytes = pack.nbytes
+            try:
+                whole = pack.whole
+            except (ValueError, IndexError, struct.error):
+                whole = False
+        info = PackInfo(nbytes, whole)
+        self.remember(base, info)
+        return info
+
+    def remember(self, base: str, info: PackInfo) -> None:
+        """Keep ``info`` as what is known of the pack at ``base``."""
+        with self._lock:
+            self.infos[base] = info
+            self.infos.move_to_end(base)
+            while len(self.infos) > self.infos_cap:
+                self.infos.popitem(last=False)
 
     def put(self, base: str, pack: Pack) -> Pack:
         """Keep ``pack`` as the pack at ``base`` (a pack already cached there wins); the cached pack."""
@@ -319,17 +374,19 @@ class PackCache:
             return pack
 
     def forget(self, base: str) -> None:
-        """Drop the pack at ``base`` (it was deleted)."""
+        """Drop the pack at ``base`` and what is known of it (it was deleted)."""
         with self._lock:
+            self.infos.pop(base, None)
             dropped = self.packs.pop(base, None)
             if dropped is not None:
                 self.memory -= dropped.memory
                 self.mapped -= dropped.mapped
 
     def clear(self) -> None:
-        """Drop every pack."""
+        """Drop every pack and every info."""
         with self._lock:
             self.packs.clear()
+            self.infos.clear()
             self.memory = self.mapped = 0
 
 
@@ -340,25 +397,33 @@ class PackReader:
     """Objects read straight from ``objects/pack`` (no ``git cat-file`` round trip), verified by hash.
 
     ``read`` returns None for anything it does not find or cannot resolve (loose objects, a base in
-    another pack, a damaged entry): the caller then asks git. The pack list is read lazily, and again when
-    an object is missing and ``objects/pack`` changed since the last look (or the last look was too close to
-    a change to trust the folder's mtime); packs are taken from the process-wide ``PackCache``. Pack files
-    ending in ``.keep`` or ``.mtimes`` (git's kept and cruft packs) are noted in ``pinned``.
-    Not thread-safe: callers serialise reads.
+    another pack, a damaged entry): the caller then asks git. ``refresh`` lists the folder (``names``,
+    biggest pack first, with their ``infos``; ``pinned``: packs git keeps or uses as cruft, with a
+    ``.keep`` or ``.mtimes`` file) without loading any pack; ``packs`` holds the ones loaded so far, each
+    on the first lookup that reaches it. The folder is listed again when an object is missing and
+    ``objects/pack`` changed since the last look (or the last look was too close to a change to trust the
+    folder's mtime). Not thread-safe: callers serialise reads.
     """
 
     def __init__(self, pack_dir: Path, cache: PackCache | None = None) -> None:
         self.pack_dir = pack_dir
         self.cache = PACKS if cache is None else cache
-        self.packs: dict[str, Pack] = {}  # "pack-<checksum>" -> pack, biggest first
+        self.names: list[str] = []  # "pack-<checksum>", biggest first
+        self.infos: dict[str, PackInfo] = {}
+        self.packs: dict[str, Pack] = {}  # the ones loaded so far
         self.pinned: set[str] = set()
         self.seen: int | None = None  # objects/pack's mtime (ns) at the last listing
 
     def close(self) -> None:
         """Let go of the packs (the cache keeps what it can)."""
+        self.names.clear()
+        self.infos.clear()
         self.packs.clear()
         self.pinned.clear()
         self.seen = None
+
+    def _base(self, name: str) -> str:
+        return os.path.join(self.pack_dir, name)
 
     def refresh(self, force: bool = False) -> bool:
         """Re-list ``objects/pack`` if it changed (or ``force``); True when the pack list may have changed."""
@@ -381,35 +446,57 @@ class PackReader:
                     names.add(stem)
                 elif dot and ext in ("keep", "mtimes"):
                     pinned.add(stem)
-        packs: dict[str, Pack] = {}
+        infos: dict[str, PackInfo] = {}
         complete = True
         for name in names:
-            pack = self.packs.get(name) or self.cache.get(os.path.join(self.pack_dir, name))
-            if pack is None:
+            info = self.infos.get(name) or self.cache.info(self._base(name))
+            if info is None:
                 complete = False  # deleted meanwhile, or not a pack: look again on the next miss
             else:
-                packs[name] = pack
+                infos[name] = info
         # biggest first: most objects live in the few big packs, the many small ones are recent commits'
-        self.packs = dict(sorted(packs.items(), key=lambda item: -item[1].count))
+        self.names = sorted(infos, key=lambda name: -infos[name].nbytes)
+        self.infos = infos
+        self.packs = {name: pack for name, pack in self.packs.items() if name in infos}
         self.pinned = pinned
         racy = time.time_ns() - mtime < RACY_NS  # a change in the same clock tick would not move the mtime
         self.seen = mtime if complete and not racy else None
         return True
 
+    def load(self, name: str) -> Pack | None:
+        """Pack ``name`` of the listing, loaded (from the cache when it has it)."""
+        pack = self.packs.get(name)
+        if pack is None:
+            pack = self.cache.get(self._base(name))
+            if pack is not None:
+                self.packs[name] = pack
+        return pack
+
     def add(self, name: str, pack: Pack) -> None:
         """Use ``pack`` (just published as ``name``) without listing the folder again."""
+        info = PackInfo(pack.nbytes, pack.whole)
+        self.cache.remember(self._base(name), info)
+        self.infos[name] = info
+        self.names.append(name)
         self.packs[name] = pack
 
     def drop(self, name: str) -> None:
         """Stop using pack ``name`` (deleted)."""
         self.packs.pop(name, None)
-        self.cache.forget(os.path.join(self.pack_dir, name))
+        self.infos.pop(name, None)
+        if name in self.names:
+            self.names.remove(name)
+        self.cache.forget(self._base(name))
 
     def _find(self, oid: bytes) -> tuple[Pack, int] | None:
         for attempt in range(2):
             if attempt and not self.refresh():
                 return None
-            for pack in self.packs.values():
+            for name in self.names:
+                pack = self.load(name)
+                if pack is None:
+                    self.seen = None  # gone since the listing: list again on the next miss
+                    continue
                 offset = pack.find(oid)
                 if offset is not None:
                     return pack, offset

@@ -353,8 +353,12 @@ class WikiRepo:
         reader = self.packed
         reader.refresh()  # one stat; a listing only when objects/pack changed
         size = sum(len(obj.data) for obj in objects.values())
-        absorbed = rollup.choose(reader.packs, reader.pinned, size)
-        return write_pack(self.packs, objects, rollup.entries(reader.packs, absorbed)), absorbed
+        absorbed: dict[str, Pack] = {}
+        for name in rollup.choose(reader.infos, reader.pinned, size):
+            pack = reader.load(name)
+            if pack is not None and pack.intact():  # never spread a damaged pack's bytes
+                absorbed[name] = pack
+        return write_pack(self.packs, objects, rollup.entries(absorbed)), list(absorbed)
 
     def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
         """After ``pending`` is durable and published: read it from memory from now on, delete the packs it
@@ -372,7 +376,7 @@ class WikiRepo:
             faults.point("git.rollup_delete")
             unlink_pack(self.packs, name)
             reader.drop(name)
-        big = len(reader.packs) - len(rollup.candidates(reader.packs, reader.pinned))
+        big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
         self.maintenance.committed(big)
 
     def move_main(self, expected: str | None, new: str) -> None:

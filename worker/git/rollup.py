@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 
-from worker.git.packs import Pack
+from worker.git.packs import WHOLE_CHECK_MAX_BYTES, Pack, PackInfo
 
 ROLLUP_FANOUT = 4
 ROLLUP_FLOOR = 8 * 1024  # tier 0: packs below this size
-ROLLUP_MAX_BYTES = 8 << 20  # bigger packs are git's to repack (with deltas)
+ROLLUP_MAX_BYTES = WHOLE_CHECK_MAX_BYTES  # bigger packs are git's to repack (with deltas)
 MAX_PACKS = 32  # packs per wiki, enforced at every commit (see the module)
 
 
@@ -42,16 +42,16 @@ def tier(size: int) -> int:
     return level
 
 
-def candidates(packs: Mapping[str, Pack], pinned: Set[str]) -> dict[str, Pack]:
-    """The packs a commit may absorb: small, undeltified, intact and not git's kept or cruft packs."""
+def candidates(packs: Mapping[str, PackInfo], pinned: Set[str]) -> dict[str, PackInfo]:
+    """The packs a commit may absorb: small, undeltified, and not git's kept or cruft packs."""
     return {
-        name: pack
-        for name, pack in packs.items()
-        if name not in pinned and pack.nbytes <= ROLLUP_MAX_BYTES and pack.whole
+        name: info
+        for name, info in packs.items()
+        if name not in pinned and info.nbytes <= ROLLUP_MAX_BYTES and info.whole
     }
 
 
-def choose(packs: Mapping[str, Pack], pinned: Set[str], new_size: int) -> list[str]:
+def choose(packs: Mapping[str, PackInfo], pinned: Set[str], new_size: int) -> list[str]:
     """The packs (by name) a new pack of about ``new_size`` bytes absorbs, among a repository's ``packs``."""
     free = candidates(packs, pinned)
     chosen: list[str] = []
@@ -76,10 +76,9 @@ def choose(packs: Mapping[str, Pack], pinned: Set[str], new_size: int) -> list[s
     return chosen
 
 
-def entries(packs: Mapping[str, Pack], chosen: list[str]) -> list[tuple[bytes, bytes]]:
-    """Every ``(oid, raw entry)`` of the ``chosen`` packs, to be copied into the new pack."""
+def entries(packs: Mapping[str, Pack]) -> list[tuple[bytes, bytes]]:
+    """Every ``(oid, raw entry)`` of ``packs``, to be copied into the new pack."""
     out: list[tuple[bytes, bytes]] = []
-    for name in chosen:
-        pack = packs[name]
+    for pack in packs.values():
         out += [(oid, pack.entry(start, end)) for oid, start, end in pack.layout()]
     return out
