@@ -50,7 +50,7 @@ from worker.git.objects import (
     write_pack,
 )
 from worker.git.objects import object_id as raw_object_id
-from worker.git.packs import IN_MEMORY_BYTES, PACKS, Pack, PackReader, unlink_pack
+from worker.git.packs import IN_MEMORY_BYTES, PACKS, Pack, PackReader
 from worker.git.refs import publish_durably, read_ref, swap_main
 from worker.git.snapshot import COMMIT_TREES, FILE_MODE, TREES, CommitTrees, Snapshot, TreeCache
 
@@ -361,8 +361,8 @@ class WikiRepo:
         return write_pack(self.packs, objects, rollup.entries(absorbed)), list(absorbed)
 
     def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
-        """After ``pending`` is durable and published: read it from memory from now on, delete the packs it
-        absorbed (their every entry is in it), and let ``Maintenance`` look at the rest."""
+        """After ``pending`` is durable and published: read it from memory from now on, have the packs it
+        absorbed deleted (their every entry is in it), and let ``Maintenance`` look at the rest."""
         reader = self.packed
         if pending.size <= IN_MEMORY_BYTES:
             pack: Pack | None = PACKS.put(
@@ -372,10 +372,9 @@ class WikiRepo:
             pack = PACKS.get(str(self.packs / pending.stem))
         if pack is not None:
             reader.add(pending.stem, pack)
+        faults.point("git.rollup_delete")
         for name in absorbed:
-            faults.point("git.rollup_delete")
-            unlink_pack(self.packs, name)
-            reader.drop(name)
+            reader.retire(name)
         big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
         self.maintenance.committed(big)
 

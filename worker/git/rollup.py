@@ -9,15 +9,18 @@ continuous load, and the cost is a copy of bytes already compressed (no inflate,
 Which packs: size-tiered, like an LSM tree's compaction. A pack's tier is ``floor(log4(size / 8 KiB)) + 1``
 (0 below 8 KiB); when a commit's pack would be the ``ROLLUP_FANOUT``-th (4th) in its tier, it absorbs the
 other three and moves up, possibly again. Each tier then holds at most three packs, and a byte is copied at
-most once per tier. Only packs of at most ``ROLLUP_MAX_BYTES`` whose entries are all whole objects (wikiq's
-own; git's repacks hold deltas, whose offsets would not survive a copy) and that git does not keep
+most once per tier. Only packs of at most ``ROLLUP_MAX_BYTES`` (1 MiB) whose entries are all whole objects
+(wikiq's own; git's repacks hold deltas, whose offsets would not survive a copy) and that git does not keep
 (``.keep``) or use as a cruft pack (``.mtimes``) are candidates; bigger ones are left to git's geometric
-repack (``worker.git.maintenance``), which deltifies them.
+repack (``worker.git.maintenance``), which deltifies them in the background. The tiers stop at 1 MiB
+because every tier costs a copy of every byte (and its flush, and its deletion later): on a 100 000-page
+wiki a commit writes ~80 KB of trees, so two tiers up to 1 MiB already cost twice its own bytes.
 
-Bound (``MAX_PACKS``): three packs per tier below ``ROLLUP_MAX_BYTES`` (6 tiers: at most 18) plus the few
-big packs git keeps in a geometric progression. If a wiki still has more than ``MAX_PACKS`` packs (say git's
-repacks have not kept up), the commit absorbs the smallest candidates, whatever their tier, until it is back
-within the bound.
+Bound (``MAX_PACKS`` = 32, enforced at every commit): at most three packs per tier below 1 MiB (5 tiers:
+15) plus the big packs git keeps in a geometric progression. If a wiki still has more than ``MAX_PACKS``
+packs (git's repacks have not kept up with a stream of big commits), the commit also absorbs the smallest
+undeltified packs up to ``HARD_ROLLUP_MAX_BYTES``, whatever their tier, until it is back within the bound;
+only packs git deltified (kept logarithmic in number by its geometric repack) are beyond its reach.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from worker.git.packs import WHOLE_CHECK_MAX_BYTES, Pack, PackInfo
 
 ROLLUP_FANOUT = 4
 ROLLUP_FLOOR = 8 * 1024  # tier 0: packs below this size
-ROLLUP_MAX_BYTES = WHOLE_CHECK_MAX_BYTES  # bigger packs are git's to repack (with deltas)
+ROLLUP_MAX_BYTES = 1 << 20  # bigger packs are git's to repack (with deltas), unless over MAX_PACKS
 MAX_PACKS = 32  # packs per wiki, enforced at every commit (see the module)
+HARD_ROLLUP_MAX_BYTES = WHOLE_CHECK_MAX_BYTES  # the biggest pack a commit absorbs to stay within MAX_PACKS
 
 
 def tier(size: int) -> int:
@@ -42,12 +46,14 @@ def tier(size: int) -> int:
     return level
 
 
-def candidates(packs: Mapping[str, PackInfo], pinned: Set[str]) -> dict[str, PackInfo]:
-    """The packs a commit may absorb: small, undeltified, and not git's kept or cruft packs."""
+def candidates(
+    packs: Mapping[str, PackInfo], pinned: Set[str], limit: int = ROLLUP_MAX_BYTES
+) -> dict[str, PackInfo]:
+    """The packs a commit may absorb: up to ``limit`` bytes, undeltified, not git's kept or cruft packs."""
     return {
         name: info
         for name, info in packs.items()
-        if name not in pinned and info.nbytes <= ROLLUP_MAX_BYTES and info.whole
+        if name not in pinned and info.nbytes <= limit and info.whole
     }
 
 
@@ -67,12 +73,11 @@ def choose(packs: Mapping[str, PackInfo], pinned: Set[str], new_size: int) -> li
             size += free.pop(name).nbytes
             chosen.append(name)
     left = len(packs) - len(chosen) + 1
-    for name, pack in sorted(free.items(), key=lambda item: item[1].nbytes):
-        if left <= MAX_PACKS:
-            break
-        chosen.append(name)
-        size += pack.nbytes
-        left -= 1
+    if left > MAX_PACKS:  # the bound, whatever the tiers: the smallest packs first, big ones too
+        taken = set(chosen)
+        spare = candidates(packs, pinned, HARD_ROLLUP_MAX_BYTES)
+        by_size = sorted((info.nbytes, name) for name, info in spare.items() if name not in taken)
+        chosen += [name for _, name in by_size[: left - MAX_PACKS]]
     return chosen
 
 
