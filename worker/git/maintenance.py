@@ -22,7 +22,7 @@ PRUNE_GRACE_SECONDS = 24 * 3600  # an unreachable object younger than this is ne
 
 PRUNE_MARKER = "wikiq-pruned"  # in the repository's folder: its mtime is the last prune
 
-STALE_TEMP_SECONDS = 24 * 3600  # tmp_* files and index-less packs older than this are a dead writer's
+STALE_TEMP_SECONDS = 3600  # tmp_* files and index-less packs older than this are a dead writer's
 
 
 class Maintenance:
@@ -31,8 +31,7 @@ class Maintenance:
     ``committed(big)`` runs in the committing thread after each commit (under the repository lock), told
     how many packs the roll-up cannot absorb (``big``: over ``ROLLUP_MAX_BYTES`` or deltified by git).
     Every ``MAINTENANCE_CHECK_EVERY`` commits it lists ``objects/pack`` once to remove a dead writer's
-    leftovers (``tmp_*`` files and ``.pack`` files without an ``.idx`` older than ``STALE_TEMP_SECONDS``),
-    and asks the process's ``Repacker`` for
+    leftovers (``remove_leftovers``), and asks the process's ``Repacker`` for
 
     - a ``git repack --geometric=2 -d`` (deltas on) once ``GIT_REPACK_AT`` big packs accumulated: git keeps
       them in a geometric progression and deltifies what the roll-up copied whole;
@@ -70,19 +69,7 @@ class Maintenance:
         """Nothing to stop: a repack asked for runs (or is already running) in the repacker."""
 
     def _scan(self) -> None:
-        try:
-            with os.scandir(self.packs_dir) as listing:
-                names = {entry.name: entry for entry in listing}
-        except OSError:
-            return
-        stale = time.time() - STALE_TEMP_SECONDS
-        for name, entry in names.items():
-            leftover = name.startswith("tmp_")
-            if name.endswith(".pack"):
-                leftover = name.removesuffix(".pack") + ".idx" not in names
-            with contextlib.suppress(OSError):
-                if leftover and entry.stat(follow_symlinks=False).st_mtime < stale:
-                    os.unlink(entry.path)
+        remove_leftovers(self.path, STALE_TEMP_SECONDS)
 
 
 class Repacker:
@@ -146,6 +133,30 @@ class Repacker:
 REPACKER = Repacker()
 
 
+def remove_leftovers(repo: Path, older_than: float) -> int:
+    """Delete what dead writers left in ``objects/pack`` more than ``older_than`` seconds ago: ``tmp_*``
+    files (a pack never published) and ``.pack`` files without an ``.idx`` (killed between the two renames
+    of a publish, or between the two deletions of a retired pack: either way nothing refers to it; ``git
+    repack --cruft`` refuses to run next to one). A live writer holds either for microseconds to seconds,
+    hence the age. The number of files deleted."""
+    try:
+        with os.scandir(repo / "objects" / "pack") as listing:
+            names = {entry.name: entry for entry in listing}
+    except OSError:
+        return 0
+    stale = time.time() - older_than
+    removed = 0
+    for name, entry in names.items():
+        leftover = name.startswith("tmp_")
+        if name.endswith(".pack"):
+            leftover = name.removesuffix(".pack") + ".idx" not in names
+        with contextlib.suppress(OSError):
+            if leftover and entry.stat(follow_symlinks=False).st_mtime < stale:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
 def _git(repo: Path, *args: str) -> bool:
     """Run ``git`` on ``repo`` niced, one thread, in its own session, output discarded; True on success."""
     argv = ["nice", "-n", "10", "git", "-c", "pack.threads=1", "-c", "repack.writeBitmaps=false"]
@@ -186,6 +197,7 @@ def prune(repo: Path, grace_seconds: int = PRUNE_GRACE_SECONDS) -> bool:
     objects before referring to them (a publish round, bounded by the fetch and push timeouts).
     Touches ``PRUNE_MARKER``; True when git succeeded.
     """
+    remove_leftovers(repo, min(grace_seconds, STALE_TEMP_SECONDS))
     expire = f"@{int(time.time()) - grace_seconds}"
     done = _git(repo, "repack", "--cruft", "-d", "-q", "-n", f"--cruft-expiration={expire}")
     if done:

@@ -232,28 +232,29 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
+def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
+    """``(oid, raw entry)`` of each object: its pack entry header and compressed bytes."""
+    return [
+        (obj.oid, _entry_header(obj.kind, len(obj.data)) + _compress(obj.kind, obj.data)) for obj in objects
+    ]
+
+
 def build_pack(
     objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]] = ()
 ) -> tuple[list[bytes], bytes, str]:
     """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique), then of ``copied`` entries: an
     undeltified version-2 pack.
 
-    ``copied`` holds ``(oid, raw entry)`` pairs taken byte for byte from other undeltified packs (a roll-up);
-    one whose id is already in the pack is skipped. The pack is returned as the list of its pieces (to be
-    written with one ``writev``, never joined).
+    ``copied`` holds ``(oid, raw entry)`` pairs (from ``encode``, or taken byte for byte from other
+    undeltified packs by a roll-up); one whose id is already in the pack is skipped. The pack is returned as
+    the list of its pieces (to be written with one ``writev``, never joined).
     """
     chunks: list[bytes] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
     index: list[tuple[bytes, int, int]] = []  # (oid, crc32, offset)
     offset = 12
-    for obj in objects:
-        header = _entry_header(obj.kind, len(obj.data))
-        body = _compress(obj.kind, obj.data)
-        chunks += (header, body)
-        index.append((obj.oid, zlib.crc32(body, zlib.crc32(header)), offset))
-        offset += len(header) + len(body)
-    seen = {oid for oid, _, _ in index}
-    for oid, raw in copied:
+    seen: set[bytes] = set()
+    for oid, raw in itertools.chain(encode(objects), copied):
         if oid in seen:
             continue
         seen.add(oid)

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker import faults
 from worker.git.objects import IDX_MAGIC, TYPE_NAMES, object_id
 
 OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
@@ -579,3 +580,4 @@ def unlink_pack(base: str) -> None:
     for ext in (".idx", ".pack", ".rev"):
         with contextlib.suppress(OSError):
             os.unlink(base + ext)
+        faults.point("git.unlinking")

@@ -46,6 +46,7 @@ from worker.git.objects import (
     PendingPack,
     Tree,
     TreeEditor,
+    encode,
     parse_tree,
     write_pack,
 )
@@ -352,13 +353,13 @@ class WikiRepo:
         rolls up (``worker.git.rollup``), and the names of those packs."""
         reader = self.packed
         reader.refresh()  # one stat; a listing only when objects/pack changed
-        size = sum(len(obj.data) for obj in objects.values())
+        own = encode(objects.values())
         absorbed: dict[str, Pack] = {}
-        for name in rollup.choose(reader.infos, reader.pinned, size):
+        for name in rollup.choose(reader.infos, reader.pinned, rollup.pack_size(own)):
             pack = reader.load(name)
             if pack is not None and pack.intact():  # never spread a damaged pack's bytes
                 absorbed[name] = pack
-        return write_pack(self.packs, objects, rollup.entries(absorbed)), list(absorbed)
+        return write_pack(self.packs, {}, own + rollup.entries(absorbed)), list(absorbed)
 
     def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
         """After ``pending`` is durable and published: read it from memory from now on, have the packs it

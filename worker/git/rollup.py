@@ -36,6 +36,14 @@ MAX_PACKS = 32  # packs per wiki, enforced at every commit (see the module)
 HARD_ROLLUP_MAX_BYTES = WHOLE_CHECK_MAX_BYTES  # the biggest pack a commit absorbs to stay within MAX_PACKS
 
 
+PACK_OVERHEAD = 12 + 20  # a pack's header and trailing checksum, around its entries
+
+
+def pack_size(entries: list[tuple[bytes, bytes]]) -> int:
+    """The size of a pack made of ``entries`` (``(oid, raw entry)``)."""
+    return PACK_OVERHEAD + sum(len(raw) for _, raw in entries)
+
+
 def tier(size: int) -> int:
     """The tier of a pack of ``size`` bytes (0 below ``ROLLUP_FLOOR``, then one per factor of 4)."""
     level = 0
@@ -58,27 +66,25 @@ def candidates(
 
 
 def choose(packs: Mapping[str, PackInfo], pinned: Set[str], new_size: int) -> list[str]:
-    """The packs (by name) a new pack of about ``new_size`` bytes absorbs, among a repository's ``packs``."""
-    free = candidates(packs, pinned)
+    """The packs (by name) a new pack of ``new_size`` bytes absorbs, among a repository's ``packs`` (each
+    absorbed pack adds its entries, not its header and checksum)."""
+    free = candidates(packs, pinned, HARD_ROLLUP_MAX_BYTES)
     chosen: list[str] = []
     size = new_size
     while True:
         level = tier(size)
-        if size > ROLLUP_MAX_BYTES:
-            break
-        same = [name for name, pack in free.items() if tier(pack.nbytes) == level]
-        if len(same) + 1 < ROLLUP_FANOUT:
-            break
-        for name in same:
-            size += free.pop(name).nbytes
+        same = [
+            n for n, info in free.items() if info.nbytes <= ROLLUP_MAX_BYTES and tier(info.nbytes) == level
+        ]
+        if size <= ROLLUP_MAX_BYTES and len(same) + 1 >= ROLLUP_FANOUT:
+            take = same  # the tier is full: absorb it and move up
+        elif len(packs) - len(chosen) + 1 > MAX_PACKS and free:
+            take = [min(free, key=lambda n: free[n].nbytes)]  # over the bound: the smallest, any size
+        else:
+            return chosen
+        for name in take:
+            size += free.pop(name).nbytes - PACK_OVERHEAD
             chosen.append(name)
-    left = len(packs) - len(chosen) + 1
-    if left > MAX_PACKS:  # the bound, whatever the tiers: the smallest packs first, big ones too
-        taken = set(chosen)
-        spare = candidates(packs, pinned, HARD_ROLLUP_MAX_BYTES)
-        by_size = sorted((info.nbytes, name) for name, info in spare.items() if name not in taken)
-        chosen += [name for _, name in by_size[: left - MAX_PACKS]]
-    return chosen
 
 
 def entries(packs: Mapping[str, Pack]) -> list[tuple[bytes, bytes]]:
