@@ -10,6 +10,8 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from worker.git.packs import PACKS
+
 MAINTENANCE_CHECK_EVERY = 16  # commits between two looks at objects/pack
 
 GIT_REPACK_AT = 4  # packs the commit's roll-up leaves alone (big, or git's deltified ones) that call for git
@@ -158,7 +160,11 @@ def remove_leftovers(repo: Path, older_than: float) -> int:
 
 
 def _git(repo: Path, *args: str) -> bool:
-    """Run ``git`` on ``repo`` niced, one thread, in its own session, output discarded; True on success."""
+    """Run ``git`` on ``repo`` niced, one thread, in its own session, output discarded; True on success.
+
+    The packs this process's roll-ups retired are deleted first: git's repack refuses to run while a pack's
+    index is gone and its pack file not yet."""
+    PACKS.wait_retired(30)
     argv = ["nice", "-n", "10", "git", "-c", "pack.threads=1", "-c", "repack.writeBitmaps=false"]
     argv += ["--git-dir", str(repo), *args]
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]

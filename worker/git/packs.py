@@ -445,10 +445,11 @@ class PackReader:
     ``read`` returns None for anything it does not find or cannot resolve (loose objects, a base in
     another pack, a damaged entry): the caller then asks git. ``refresh`` lists the folder (``names``,
     biggest pack first, with their ``infos``; ``pinned``: packs git keeps or uses as cruft, with a
-    ``.keep`` or ``.mtimes`` file) without loading any pack; ``packs`` holds the ones loaded so far, each
-    on the first lookup that reaches it. The folder is listed again when an object is missing and
-    ``objects/pack`` changed since the last look (or the last look was too close to a change to trust the
-    folder's mtime). Not thread-safe: callers serialise reads.
+    ``.keep`` or ``.mtimes`` file) without loading any pack; a pack is loaded, through the process-wide
+    cache, by the first lookup that reaches it. The reader keeps no pack itself, so the cache's bounds are
+    the process's. The folder is listed again when an object is missing and ``objects/pack`` changed since
+    the last look (or the last look was too close to a change to trust the folder's mtime). Not
+    thread-safe: callers serialise reads.
     """
 
     def __init__(self, pack_dir: Path, cache: PackCache | None = None) -> None:
@@ -456,7 +457,6 @@ class PackReader:
         self.cache = PACKS if cache is None else cache
         self.names: list[str] = []  # "pack-<checksum>", biggest first
         self.infos: dict[str, PackInfo] = {}
-        self.packs: dict[str, Pack] = {}  # the ones loaded so far
         self.pinned: set[str] = set()
         self.seen: int | None = None  # objects/pack's mtime (ns) at the last listing
 
@@ -464,7 +464,6 @@ class PackReader:
         """Let go of the packs (the cache keeps what it can)."""
         self.names.clear()
         self.infos.clear()
-        self.packs.clear()
         self.pinned.clear()
         self.seen = None
 
@@ -505,7 +504,6 @@ class PackReader:
         # biggest first: most objects live in the few big packs, the many small ones are recent commits'
         self.names = sorted(infos, key=lambda name: -infos[name].nbytes)
         self.infos = infos
-        self.packs = {name: pack for name, pack in self.packs.items() if name in infos}
         self.pinned = pinned
         racy = time.time_ns() - mtime < RACY_NS  # a change in the same clock tick would not move the mtime
         self.seen = mtime if complete and not racy else None
@@ -513,24 +511,24 @@ class PackReader:
 
     def load(self, name: str) -> Pack | None:
         """Pack ``name`` of the listing, loaded (from the cache when it has it)."""
-        pack = self.packs.get(name)
-        if pack is None:
-            pack = self.cache.get(self._base(name))
-            if pack is not None:
-                self.packs[name] = pack
-        return pack
+        return self.cache.get(self._base(name))
+
+    @property
+    def packs(self) -> dict[str, Pack]:
+        """Every listed pack, loaded (biggest first)."""
+        loaded = {name: self.load(name) for name in self.names}
+        return {name: pack for name, pack in loaded.items() if pack is not None}
 
     def add(self, name: str, pack: Pack) -> None:
         """Use ``pack`` (just published as ``name``) without listing the folder again."""
         info = PackInfo(pack.nbytes, pack.whole)
+        self.cache.put(self._base(name), pack)
         self.cache.remember(self._base(name), info)
         self.infos[name] = info
         self.names.append(name)
-        self.packs[name] = pack
 
     def retire(self, name: str) -> None:
         """Stop using pack ``name``, absorbed by a roll-up, and have it deleted (``PackCache.retire``)."""
-        self.packs.pop(name, None)
         self.infos.pop(name, None)
         if name in self.names:
             self.names.remove(name)

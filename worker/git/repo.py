@@ -365,12 +365,11 @@ class WikiRepo:
         """After ``pending`` is durable and published: read it from memory from now on, have the packs it
         absorbed deleted (their every entry is in it), and let ``Maintenance`` look at the rest."""
         reader = self.packed
+        base = str(self.packs / pending.stem)
         if pending.size <= IN_MEMORY_BYTES:
-            pack: Pack | None = PACKS.put(
-                str(self.packs / pending.stem), Pack(pending.idx, b"".join(pending.chunks), whole=True)
-            )
+            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks), whole=True)
         else:
-            pack = PACKS.get(str(self.packs / pending.stem))
+            pack = PACKS.get(base)
         if pack is not None:
             reader.add(pending.stem, pack)
         faults.point("git.rollup_delete")
