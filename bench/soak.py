@@ -2,7 +2,9 @@
 
 20 000 one-create batches spread round-robin over 200 wikis (``--quick``: 3000 over 100), submitted by
 ``AGENTS`` concurrent clients that each POST a batch and long-poll its job until it is finished (a closed
-loop, as agents do: every batch waits for its answer). Each batch's latency is POST → finished answer.
+loop, as agents do: every batch waits for its answer); after every tenth, its agent reads the new page back
+through the API (so the API process reopens evicted wikis too). Each batch's latency is POST → finished
+answer (the read-back is not counted).
 The figures compare the first and the last ``WINDOW`` batches to finish: batches/s over the window and p50
 latency (target: last within 1.25x of first), and the resident memory of the worker and API processes at
 the start and the end. With 200 wikis and the worker keeping fewer repositories open, nearly every batch
@@ -26,6 +28,7 @@ from bench.report import Context, Row
 from tests.e2e.service import Service
 
 AGENTS = 8
+READ_EVERY = 10  # every tenth batch, its agent then reads the page back through the API
 TARGET_RATIO = 1.25
 PAGE = "Soak page {n}. " + "A short note an agent keeps about one thing it learned, " * 3 + "\n"
 
@@ -90,20 +93,23 @@ def batch(n: int) -> dict[str, object]:
 
 @dataclass
 class Probe:
-    """The worker's CPU seconds when the first window had finished and when the last one began."""
+    """The worker's CPU seconds when the first window had finished and when the last one began (and its
+    memory then)."""
 
     pid: int
     window: int
     total: int
     first_end: float = 0.0
     last_start: float = 0.0
+    rss_last_start: float = 0.0
 
     def finished(self, done: int) -> None:
-        """Note the worker's CPU time at the window boundaries (``done`` batches finished so far)."""
+        """Note the worker's CPU time (and memory) at the window boundaries (``done`` batches so far)."""
         if done == self.window:
             self.first_end = cpu_seconds(self.pid)
         if done == self.total - self.window:
             self.last_start = cpu_seconds(self.pid)
+            self.rss_last_start = rss_mb(self.pid)
 
 
 async def _agent(
@@ -131,6 +137,11 @@ async def _agent(
         end = time.perf_counter()
         out.append(Done(end, end - start, job["status"]))
         probe.finished(len(out))
+        if n % READ_EVERY == 0 and job["status"] == "succeeded":
+            path = batch(n)["edits"][0]["path"]  # type: ignore[index]
+            read = await client.get(f"/v1/wikis/{wiki}/pages/{path}")
+            if read.status_code != 200 or read.json()["content"] != PAGE.format(n=n):
+                raise AssertionError(f"soak page {path} of {wiki} did not read back: {read.text[:200]}")
 
 
 async def _drive(url: str, wikis: list[str], total: int, probe: Probe) -> tuple[float, list[Done]]:
@@ -224,6 +235,7 @@ def section(ctx: Context) -> list[Row]:
             "worker CPU over the last window (the rest of the time is I/O and waiting)",
         ),
         Row("soak.worker_rss_start_mb", worker_start, "MB", "after creating the wikis"),
+        Row("soak.worker_rss_last_start_mb", probe.rss_last_start, "MB", "when the last window began"),
         Row("soak.worker_rss_end_mb", worker_end, "MB", "after the last batch"),
         Row("soak.api_rss_start_mb", api_start, "MB", ""),
         Row("soak.api_rss_end_mb", api_end, "MB", ""),
