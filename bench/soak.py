@@ -18,7 +18,7 @@ import asyncio
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -63,10 +63,10 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (children excluded)."""
+def cpu_seconds(pid: int, system: bool = True) -> float:
+    """User (+ system unless not ``system``) CPU seconds of process ``pid`` (children excluded)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + (int(fields[12]) if system else 0)) / os.sysconf("SC_CLK_TCK")
 
 
 def open_fds(pid: int) -> int:
@@ -102,13 +102,16 @@ class Probe:
     first_end: float = 0.0
     last_start: float = 0.0
     rss_last_start: float = 0.0
+    user: list[float] = field(default_factory=list)  # user CPU at: start, first end, last start, end
 
     def finished(self, done: int) -> None:
         """Note the worker's CPU time (and memory) at the window boundaries (``done`` batches so far)."""
         if done == self.window:
             self.first_end = cpu_seconds(self.pid)
+            self.user.append(cpu_seconds(self.pid, system=False))
         if done == self.total - self.window:
             self.last_start = cpu_seconds(self.pid)
+            self.user.append(cpu_seconds(self.pid, system=False))
             self.rss_last_start = rss_mb(self.pid)
 
 
@@ -190,10 +193,12 @@ def section(ctx: Context) -> list[Row]:
         worker_start, api_start = rss_mb(worker), rss_mb(api)
         cpu_start = cpu_seconds(worker)
         probe = Probe(worker, size.window, size.batches)
+        probe.user.append(cpu_seconds(worker, system=False))
         began = time.perf_counter()
         start, done = asyncio.run(_drive(service.url, wikis, size.batches, probe))
         elapsed = time.perf_counter() - began
         cpu_end = cpu_seconds(worker)
+        probe.user.append(cpu_seconds(worker, system=False))
         worker_cpu = cpu_end - cpu_start
         worker_end, api_end, fds = rss_mb(worker), rss_mb(api), open_fds(worker)
         packs = max_packs(service.data)
@@ -234,6 +239,13 @@ def section(ctx: Context) -> list[Row]:
             "ms/batch",
             "worker CPU over the last window (the rest of the time is I/O and waiting)",
         ),
+        Row(
+            "soak.first_worker_user_ms",
+            (probe.user[1] - probe.user[0]) * 1000 / size.window,
+            "ms/batch",
+            "of which user time (system time is mostly flushing: it moves with the machine's disk load)",
+        ),
+        Row("soak.last_worker_user_ms", (probe.user[3] - probe.user[2]) * 1000 / size.window, "ms/batch", ""),
         Row("soak.worker_rss_start_mb", worker_start, "MB", "after creating the wikis"),
         Row("soak.worker_rss_last_start_mb", probe.rss_last_start, "MB", "when the last window began"),
         Row("soak.worker_rss_end_mb", worker_end, "MB", "after the last batch"),

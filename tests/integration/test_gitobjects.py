@@ -31,7 +31,7 @@ from worker.git.objects import (
     parse_tree,
     write_pack,
 )
-from worker.git.packs import PackReader, apply_delta
+from worker.git.packs import Pack, PackReader, apply_delta
 from worker.git.rollup import MAX_PACKS
 from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite
 
@@ -245,6 +245,36 @@ def test_published_pack_is_read_by_plain_git(tmp_path: Path, count: int) -> None
         for oid, obj in objects.items()
     }
     assert git(repo, "cat-file", "-p", commit.hex()).endswith(b"\n\npack test\n")
+    fsck(repo)
+
+
+def test_rolled_up_pack_is_what_git_index_pack_makes_of_it(tmp_path: Path) -> None:
+    """A pack built from new objects plus two absorbed packs copied as blocks (one sharing objects with the
+    new ones, so copied entry by entry without them) holds every object once, and ``git index-pack``
+    rebuilds its .idx byte for byte (the CRCs taken from the absorbed indexes are right)."""
+    repo = bare(tmp_path / "repo.git")
+    pack_dir = repo / "objects" / "pack"
+    objects, commit = objects_for(40)
+    items = list(objects.values())
+    first = dict((obj.oid, obj) for obj in items[:15])
+    second = dict((obj.oid, obj) for obj in items[10:30])  # shares five objects with the new ones below
+    new = dict((obj.oid, obj) for obj in items[25:])
+    packs = []
+    for part in (first, second):
+        pending = write_pack(tmp_path / "elsewhere", part)
+        pending.publish()
+        base = tmp_path / "elsewhere" / pending.stem
+        packs.append(Pack.open(f"{base}.idx", f"{base}.pack"))
+    pending = write_pack(pack_dir, new, blocks=[pack.block() for pack in packs])
+    pending.publish()
+    git(repo, "update-ref", "refs/heads/main", commit.hex())
+    pack = pack_dir / f"{pending.stem}.pack"
+    verify = git(repo, "verify-pack", "-v", str(pack.with_suffix(".idx"))).decode()
+    listed = [line.split()[0] for line in verify.splitlines() if len(line.split()[0]) == 40]
+    assert sorted(listed) == sorted(oid.hex() for oid in objects)  # each once
+    rebuilt = tmp_path / "rebuilt.idx"
+    assert git(repo, "index-pack", "-o", str(rebuilt), str(pack)).decode().strip() == pending.name
+    assert rebuilt.read_bytes() == pack.with_suffix(".idx").read_bytes()
     fsck(repo)
 
 

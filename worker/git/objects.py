@@ -239,15 +239,19 @@ def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-def build_pack(
-    objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]] = ()
-) -> tuple[list[bytes], bytes, str]:
-    """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique), then of ``copied`` entries: an
-    undeltified version-2 pack.
+Block = tuple[bytes, list[tuple[bytes, int, int]]]  # consecutive raw entries; (oid, crc32, offset) of each
 
-    ``copied`` holds ``(oid, raw entry)`` pairs (from ``encode``, or taken byte for byte from other
-    undeltified packs by a roll-up); one whose id is already in the pack is skipped. The pack is returned as
-    the list of its pieces (to be written with one ``writev``, never joined).
+
+def build_pack(
+    objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]] = (), blocks: Iterable[Block] = ()
+) -> tuple[list[bytes], bytes, str]:
+    """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique), then of ``copied`` entries, then
+    of ``blocks``: an undeltified version-2 pack.
+
+    ``copied`` holds ``(oid, raw entry)`` pairs (from ``encode``); ``blocks`` the entries of whole packs a
+    roll-up absorbs, each copied as one piece with the CRCs its index already had (entry by entry, skipping
+    ids already in the pack, when it shares one). The pack is returned as the list of its pieces (to be
+    written with one ``writev``, never joined).
     """
     chunks: list[bytes] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
@@ -261,6 +265,21 @@ def build_pack(
         chunks.append(raw)
         index.append((oid, zlib.crc32(raw), offset))
         offset += len(raw)
+    for data, entries in blocks:
+        oids = [oid for oid, _, _ in entries]
+        if seen.isdisjoint(oids):
+            chunks.append(data)
+            index += [(oid, crc, offset + at) for oid, crc, at in entries]
+            seen.update(oids)
+            offset += len(data)
+            continue
+        ends = [at for _, _, at in entries[1:]] + [len(data)]
+        for (oid, crc, at), end in zip(entries, ends, strict=True):
+            if oid not in seen:
+                seen.add(oid)
+                chunks.append(data[at:end])
+                index.append((oid, crc, offset))
+                offset += end - at
     count = len(index)
     chunks[0] = b"PACK" + struct.pack(">II", 2, count)
     for chunk in chunks:
@@ -356,11 +375,14 @@ def _write_new(path: Path, chunks: list[bytes]) -> None:
 
 
 def write_pack(
-    pack_dir: Path, objects: Mapping[bytes, PackedObject], copied: Iterable[tuple[bytes, bytes]] = ()
+    pack_dir: Path,
+    objects: Mapping[bytes, PackedObject],
+    copied: Iterable[tuple[bytes, bytes]] = (),
+    blocks: Iterable[Block] = (),
 ) -> PendingPack:
-    """Write ``objects`` (and ``copied`` raw entries, see ``build_pack``) as one pack + index under ``tmp_``
-    names in ``pack_dir``: not yet visible to git, not yet durable."""
-    pack, idx, name = build_pack(objects.values(), copied)
+    """Write ``objects`` (and ``copied`` raw entries and ``blocks``, see ``build_pack``) as one pack + index
+    under ``tmp_`` names in ``pack_dir``: not yet visible to git, not yet durable."""
+    pack, idx, name = build_pack(objects.values(), copied, blocks)
     token = secrets.token_hex(8)
     pending = PendingPack(
         pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}", pack, idx

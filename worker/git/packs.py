@@ -103,8 +103,8 @@ def _load(path: str) -> Buffer:
 class Pack:
     """One pack and its version-2 index (in memory or mapped); immutable, shared between readers."""
 
-    def __init__(self, idx: Buffer, pack: Buffer, whole: bool | None = None) -> None:
-        """``whole``: known to hold whole objects only (a pack wikiq just wrote); None: find out if asked."""
+    def __init__(self, idx: Buffer, pack: Buffer, ours: bool = False) -> None:
+        """``ours``: a pack this process just built (whole objects only, checksum known good)."""
         self.idx = idx
         self.pack = pack
         if idx[:8] != IDX_MAGIC or pack[:4] != b"PACK" or len(idx) < 8 + 1024:
@@ -121,8 +121,9 @@ class Pack:
         self.nbytes = len(pack)
         self.mapped = isinstance(pack, mmap.mmap) or isinstance(idx, mmap.mmap)
         self.memory = 0 if self.mapped else len(idx) + len(pack)
-        self._layout: list[tuple[bytes, int, int]] | None = None
-        self._whole = whole
+        self._layout: list[tuple[bytes, int, int, int]] | None = None
+        self._whole: bool | None = True if ours else None
+        self._intact: bool | None = True if ours else None
 
     @classmethod
     def open(cls, idx_path: str, pack_path: str) -> Pack:
@@ -163,19 +164,30 @@ class Pack:
                 return int(offset)
         return None
 
-    def layout(self) -> list[tuple[bytes, int, int]]:
-        """Every entry as ``(oid, start, end)`` in pack order (what a roll-up copies)."""
+    def layout(self) -> list[tuple[bytes, int, int, int]]:
+        """Every entry as ``(oid, crc32, start, end)`` in pack order (what a roll-up copies)."""
         if self._layout is None:
             count, idx = self.count, self.idx
             offsets = list(struct.unpack_from(f">{count}I", idx, self.offsets))
             for i, offset in enumerate(offsets):
                 if offset & 0x80000000:
                     (offsets[i],) = struct.unpack_from(">Q", idx, self.large + 8 * (offset & 0x7FFFFFFF))
+            crcs = struct.unpack_from(f">{count}I", idx, self.names + 20 * count)
             names = bytes(idx[self.names : self.names + 20 * count])
-            starts = sorted((offset, names[20 * i : 20 * i + 20]) for i, offset in enumerate(offsets))
-            ends = [start for start, _ in starts[1:]] + [self.nbytes - 20]
-            self._layout = [(oid, start, end) for (start, oid), end in zip(starts, ends, strict=True)]
+            starts = sorted(
+                (offset, names[20 * i : 20 * i + 20], crcs[i]) for i, offset in enumerate(offsets)
+            )
+            ends = [start for start, _, _ in starts[1:]] + [self.nbytes - 20]
+            self._layout = [
+                (oid, crc, start, end) for (start, oid, crc), end in zip(starts, ends, strict=True)
+            ]
         return self._layout
+
+    def block(self) -> tuple[bytes, list[tuple[bytes, int, int]]]:
+        """Every entry as one block of bytes, and ``(oid, crc32, offset in the block)`` of each: what a
+        roll-up copies in one piece (the CRCs are the index's, already computed)."""
+        data = bytes(self.pack[12 : self.nbytes - 20])
+        return data, [(oid, crc, start - 12) for oid, crc, start, _ in self.layout()]
 
     @property
     def whole(self) -> bool:
@@ -183,20 +195,19 @@ class Pack:
         another pack. wikiq's own packs are; git's repacks are not."""
         if self._whole is None:
             pack = self.pack
-            self._whole = all((pack[start] >> 4) & 7 in TYPE_NAMES for _, start, _ in self.layout())
+            self._whole = all((pack[start] >> 4) & 7 in TYPE_NAMES for _, _, start, _ in self.layout())
         return self._whole
 
     def intact(self) -> bool:
-        """True when the pack's trailing checksum matches its bytes (checked before copying them)."""
-        body = memoryview(self.pack)[: self.nbytes - 20]
-        try:
-            return hashlib.sha1(body).digest() == self.pack[self.nbytes - 20 : self.nbytes]
-        finally:
-            body.release()
-
-    def entry(self, start: int, end: int) -> bytes:
-        """The raw bytes of the entry at ``start`` (header and compressed body)."""
-        return bytes(self.pack[start:end])
+        """True when the pack's trailing checksum matches its bytes (checked once, before copying them; a
+        pack this process built from memory is taken as it is)."""
+        if self._intact is None:
+            body = memoryview(self.pack)[: self.nbytes - 20]
+            try:
+                self._intact = hashlib.sha1(body).digest() == self.pack[self.nbytes - 20 : self.nbytes]
+            finally:
+                body.release()
+        return self._intact
 
     def _inflate(self, start: int, size: int) -> bytes:
         # The input is bounded: zlib keeps a copy of whatever input it did not use (``unused_data``), and

@@ -359,7 +359,8 @@ class WikiRepo:
             pack = reader.load(name)
             if pack is not None and pack.intact():  # never spread a damaged pack's bytes
                 absorbed[name] = pack
-        return write_pack(self.packs, {}, own + rollup.entries(absorbed)), list(absorbed)
+        blocks = [pack.block() for pack in absorbed.values()]
+        return write_pack(self.packs, {}, own, blocks), list(absorbed)
 
     def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
         """After ``pending`` is durable and published: read it from memory from now on, have the packs it
@@ -367,7 +368,7 @@ class WikiRepo:
         reader = self.packed
         base = str(self.packs / pending.stem)
         if pending.size <= IN_MEMORY_BYTES:
-            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks), whole=True)
+            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks), ours=True)
         else:
             pack = PACKS.get(base)
         if pack is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 
-from worker.git.packs import WHOLE_CHECK_MAX_BYTES, Pack, PackInfo
+from worker.git.packs import WHOLE_CHECK_MAX_BYTES, PackInfo
 
 ROLLUP_FANOUT = 4
 ROLLUP_FLOOR = 8 * 1024  # tier 0: packs below this size
@@ -85,11 +85,3 @@ def choose(packs: Mapping[str, PackInfo], pinned: Set[str], new_size: int) -> li
         for name in take:
             size += free.pop(name).nbytes - PACK_OVERHEAD
             chosen.append(name)
-
-
-def entries(packs: Mapping[str, Pack]) -> list[tuple[bytes, bytes]]:
-    """Every ``(oid, raw entry)`` of ``packs``, to be copied into the new pack."""
-    out: list[tuple[bytes, bytes]] = []
-    for pack in packs.values():
-        out += [(oid, pack.entry(start, end)) for oid, start, end in pack.layout()]
-    return out
