@@ -3,8 +3,9 @@
 Each commit writes one pack. Left alone they pile up (one per commit) and every reopening, every missing
 object and every ``git`` reader pays for each of them. Instead, a commit's pack also carries, copied byte
 for byte, the entries of the small packs it absorbs; once the commit is durable and on ``main`` those packs
-are deleted. Nothing runs in the background and nothing waits for an idle moment, so the bound holds under
-continuous load, and the cost is a copy of bytes already compressed (no inflate, no delta search).
+are deleted (by a background thread: ``PackCache.retire``). The commit does the copying itself and nothing
+waits for an idle moment, so the bound holds under continuous load; the cost is a copy of bytes already
+compressed (no inflate, no delta search, the CRCs taken from the absorbed pack's index).
 
 Which packs: size-tiered, like an LSM tree's compaction. A pack's tier is ``floor(log4(size / 8 KiB)) + 1``
 (0 below 8 KiB); when a commit's pack would be the ``ROLLUP_FANOUT``-th (4th) in its tier, it absorbs the
@@ -34,8 +35,6 @@ ROLLUP_FLOOR = 8 * 1024  # tier 0: packs below this size
 ROLLUP_MAX_BYTES = 1 << 20  # bigger packs are git's to repack (with deltas), unless over MAX_PACKS
 MAX_PACKS = 32  # packs per wiki, enforced at every commit (see the module)
 HARD_ROLLUP_MAX_BYTES = WHOLE_CHECK_MAX_BYTES  # the biggest pack a commit absorbs to stay within MAX_PACKS
-
-
 PACK_OVERHEAD = 12 + 20  # a pack's header and trailing checksum, around its entries
 
 
