@@ -345,6 +345,12 @@ def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
                 f"{SAME_FOLDERS_WARMUP})",
             ),
             Row(f"engine.{layout.name}.same_folders_p50_ms", statistics.median(ms), "ms", "per commit"),
+            Row(
+                f"engine.{layout.name}.same_folders_cpu_ms",
+                same.cpu * 1000 / len(ms),
+                "ms/commit",
+                "CPU of this process (steadier than wall time on a busy machine)",
+            ),
         ]
     return rows
 
