@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench import engine, queue, reads, refactor, remote, search
+from bench import engine, queue, reads, refactor, remote, search, soak
 from bench.report import Context, Row, Section, table, write_json
 
 SECTIONS: list[Section] = [
@@ -24,6 +24,7 @@ SECTIONS: list[Section] = [
     Section("reads", "Reads of a 100 000-page wiki: prefix, slices, indexed search", reads.section),
     Section("remote", "Git remote: coalesced publishing through a slow forge", remote.section),
     Section("refactor", "Refactors: rename with rewrite_links, backlinks (10 000 pages)", refactor.section),
+    Section("soak", "Soak: many wikis over a long run through the service", soak.section),
 ]
 WIDTH = 150
 LATEST = Path(__file__).resolve().parent / "latest.json"

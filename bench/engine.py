@@ -35,6 +35,10 @@ AUTHOR = Identity("bench", "bench@localhost")
 WARMUP = 5
 TARGET_COMMITS_PER_S = 150.0
 TARGET_SLOWDOWN = 1.5
+SAME_FOLDERS = 100  # the re-posed goal: batches touching pages of the same 100 folders at every size
+SAME_FOLDERS_WARMUP = 60  # untimed commits first, so that those folders' trees are parsed at both sizes
+TARGET_SAME_FOLDERS = 1.25  # 100 000 pages within 1.25x of 10 000, on the same batch shape and folders
+TARGET_LARGE_PER_S = 250.0  # ... and at least this many commits/s at 100 000 pages
 WORKTREE_TIMEOUT_S = 120.0
 PROFILE_TOP = 12
 SMALL, LARGE, WIDE = 100, 100_000, 10_000
@@ -42,13 +46,15 @@ SMALL, LARGE, WIDE = 100, 100_000, 10_000
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much to measure: layouts, engine commits per layout, baseline commits per layout name."""
+    """How much to measure: layouts, engine commits per layout, baseline commits per layout name, and the
+    layouts also measured with batches confined to the same ``SAME_FOLDERS`` folders."""
 
     layouts: tuple[Layout, ...]
     engine_commits: int
     baseline_commits: dict[str, int]
     profile_commits: int
     profile_layout: str
+    same_folders: tuple[str, ...] = (f"nested_{WIDE}", f"nested_{LARGE}")
 
 
 _LAYOUTS = (Layout("nested", SMALL), Layout("nested", 10_000), Layout("nested", LARGE), Layout("flat", WIDE))
@@ -140,15 +146,15 @@ def engine_commit(repo: WikiRepo, workload: Workload, job: int) -> tuple[float, 
     return wall, cpu
 
 
-def run_engine(repo: WikiRepo, workload: Workload, commits: int) -> EngineRun:
+def run_engine(repo: WikiRepo, workload: Workload, commits: int, warmup: int = WARMUP) -> EngineRun:
     """``commits`` sequential engine commits after a short untimed warm-up."""
-    for job in range(WARMUP):
+    for job in range(warmup):
         engine_commit(repo, workload, job)
     before = loose_objects(repo.path)
     wall: list[float] = []
     cpu = 0.0
     with timed_calls(gitrefs, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
-        for job in range(WARMUP, WARMUP + commits):
+        for job in range(warmup, warmup + commits):
             seconds, cpu_seconds = engine_commit(repo, workload, job)
             wall.append(seconds)
             cpu += cpu_seconds
@@ -288,14 +294,16 @@ def baseline_rows(layout: Layout, engine: EngineRun, baseline: BaselineRun) -> l
 
 def measure_engine(
     ctx: Context, sizes: Sizes, layout: Layout, data: Path
-) -> tuple[float, EngineRun, Workload]:
-    """Build one wiki under ``data``, time the engine on it (and profile it when asked); (build s, run)."""
+) -> tuple[float, EngineRun, Workload, EngineRun | None]:
+    """Build one wiki under ``data``, time the engine on it (and profile it when asked), then, when asked,
+    on batches confined to ``SAME_FOLDERS`` folders; (build s, run, workload, same-folders run)."""
     wiki = layout.name.replace("_", "-")
     start = time.perf_counter()
     versions = build_bare(data, wiki, layout)
     built = time.perf_counter() - start
     workload = Workload(layout, versions)
     store = GitStore(data)
+    same: EngineRun | None = None
     try:
         repo = store.open(wiki)
         run = run_engine(repo, workload, sizes.engine_commits)
@@ -303,16 +311,20 @@ def measure_engine(
         if layout.name == sizes.profile_layout:
             text = profile_engine(repo, workload, sizes.profile_commits)
             ctx.notes.append(f"cProfile of {sizes.profile_commits} engine commits on {layout.name}:\n{text}")
+        if layout.name in sizes.same_folders:
+            confined = Workload(layout, dict(workload.versions), seed=7, folders=SAME_FOLDERS)
+            same = run_engine(repo, confined, sizes.engine_commits, warmup=SAME_FOLDERS_WARMUP)
+            workload = Workload(layout, confined.versions)  # the head now, for the baseline
     finally:
         store.close()
     os.sync()
-    return built, run, workload
+    return built, run, workload, same
 
 
 def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
     """The engine, then the GitPython baseline (on a clone of the engine's result), on one layout."""
     data = ctx.workdir / layout.name
-    built, engine, workload = measure_engine(ctx, sizes, layout, data)
+    built, engine, workload, same = measure_engine(ctx, sizes, layout, data)
     commits = sizes.baseline_commits.get(layout.name, 0)
     if commits:
         bare = GitStore(data).path(layout.name.replace("_", "-"))
@@ -321,7 +333,26 @@ def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
         baseline = BaselineRun(skipped="--quick" if ctx.quick else "run at the nested sizes only")
     shutil.rmtree(data, ignore_errors=True)
     ctx.console.log(f"engine: {layout.name} done")
-    return engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
+    rows = engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
+    if same is not None:
+        ms = sorted(x * 1000 for x in same.wall)
+        rows += [
+            Row(
+                f"engine.{layout.name}.same_folders_commits_per_s",
+                same.commits_per_s,
+                "commits/s",
+                f"{len(ms)} batches on pages of the same {SAME_FOLDERS} folders (warm-up "
+                f"{SAME_FOLDERS_WARMUP})",
+            ),
+            Row(f"engine.{layout.name}.same_folders_p50_ms", statistics.median(ms), "ms", "per commit"),
+            Row(
+                f"engine.{layout.name}.same_folders_cpu_ms",
+                same.cpu * 1000 / len(ms),
+                "ms/commit",
+                "CPU of this process (steadier than wall time on a busy machine)",
+            ),
+        ]
+    return rows
 
 
 def summary_rows(rows: list[Row]) -> list[Row]:
@@ -340,6 +371,20 @@ def summary_rows(rows: list[Row]) -> list[Row]:
                 large / small,
                 "x",
                 f"commits/s at {LARGE:,} over {SMALL}; {note}: {_verdict(large * TARGET_SLOWDOWN >= small)}",
+            )
+        )
+    same_small = rate.get(f"engine.nested_{WIDE}.same_folders_commits_per_s")
+    same_large = rate.get(f"engine.nested_{LARGE}.same_folders_commits_per_s")
+    if isinstance(same_small, float) and isinstance(same_large, float):
+        ok = same_large * TARGET_SAME_FOLDERS >= same_small and same_large >= TARGET_LARGE_PER_S
+        out.append(
+            Row(
+                "engine.same_folders_100k_over_10k",
+                same_large / same_small,
+                "x",
+                f"commits/s at {LARGE:,} over {WIDE:,} pages, same batch shape and folders; target "
+                f"≥ {1 / TARGET_SAME_FOLDERS:.2f} and ≥ {TARGET_LARGE_PER_S:.0f}/s at {LARGE:,}: "
+                f"{_verdict(ok)}",
             )
         )
     if isinstance(flat, float) and isinstance(nested, float):

@@ -20,7 +20,11 @@ def page_number(path: str) -> int:
 
 @dataclass
 class Workload:
-    """Live pages and their versions as a client that read the head would know them."""
+    """Live pages and their versions as a client that read the head would know them.
+
+    ``folders``: edit only pages of the first that many folders (None: all), so that wikis of different
+    sizes get batches touching the same number of folders of the same size.
+    """
 
     layout: Layout
     versions: dict[str, str]
@@ -28,19 +32,28 @@ class Workload:
     live: list[str] = field(default_factory=list)
     next_page: int = 0
     revision: int = 0
+    folders: int | None = None
 
     def __post_init__(self) -> None:
         """Index the live pages (root files are never edited by the benchmark)."""
         self.rng = random.Random(self.seed)
-        self.live = [p for p in self.versions if p.startswith("wiki/")]
+        self.live = [p for p in self.versions if p.startswith("wiki/") and self._mine(p)]
         self.slot = {p: i for i, p in enumerate(self.live)}
-        self.next_page = self.layout.pages
+        pages = (page_number(p) + 1 for p in self.versions if p.startswith("wiki/"))
+        self.next_page = max(self.layout.pages, max(pages, default=0))  # past every page ever made
+
+    def _mine(self, path: str) -> bool:
+        """True when ``path`` is in one of the folders this workload edits."""
+        if self.folders is None or self.layout.kind == "flat":
+            return True
+        return int(path.split("/")[1].removeprefix("t")) < self.folders
 
     def _new_path(self) -> str:
-        """A path no page has had yet, in a random existing folder."""
+        """A path no page has had yet, in a random existing folder (of those this workload edits)."""
         page = self.next_page
         self.next_page += 1
-        return self.layout.path(page, self.rng.randrange(self.layout.folders))
+        folders = self.layout.folders if self.folders is None else min(self.folders, self.layout.folders)
+        return self.layout.path(page, self.rng.randrange(folders))
 
     def batch(self) -> Batch:
         """6 overwrites, 2 creates, 1 delete and 1 rename, each naming the current version it replaces."""
@@ -89,14 +102,14 @@ class Workload:
                 self._drop(entry.path)
             target = entry.new_path if entry.op == "rename" else entry.path
             if entry.version is not None and target is not None:
-                if target not in self.versions:
+                if target not in self.slot:
                     self.slot[target] = len(self.live)
                     self.live.append(target)
                 self.versions[target] = entry.version
 
     def _drop(self, path: str) -> None:
         """Forget ``path`` in O(1): the last live page takes its slot."""
-        del self.versions[path]
+        self.versions.pop(path, None)
         index = self.slot.pop(path)
         last = self.live.pop()
         if last != path:

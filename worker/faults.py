@@ -4,6 +4,14 @@ at named points of its write path, so a test can kill it *at each step* rather t
 Unset (always, outside tests), ``point`` is one dictionary lookup. Points: ``publish.after_commit`` (the
 group's commits are written, nothing pushed), ``publish.during_push`` (a kill a few milliseconds into the
 push), ``publish.after_push`` (the remote accepted; nothing recorded yet).
+
+The git write path (``worker.git.repo``, ``worker.git.refs``, ``worker.git.packs``), in order:
+``git.pack_written`` (the commit's pack and index written under ``tmp_`` names), ``git.locked``
+(``main.lock`` holds the new id, nothing flushed), ``git.synced`` (the temporary files are durable, not
+renamed), ``git.published`` (the pack is visible under its real name, ``main`` not moved),
+``git.ref_moved`` (``main`` moved and durable, the packs it absorbed not yet retired),
+``git.rollup_delete`` (same, after the in-memory bookkeeping of the new pack), ``git.unlinking`` (between
+deleting an absorbed pack's index and its pack file, in the background deleter).
 """
 
 from __future__ import annotations

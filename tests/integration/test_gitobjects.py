@@ -25,14 +25,14 @@ from worker.git.objects import (
     OBJ_TREE,
     TREE_MODE,
     PackedObject,
-    PackReader,
     TreeEditor,
-    apply_delta,
     encode_name,
     object_id,
     parse_tree,
     write_pack,
 )
+from worker.git.packs import Pack, PackReader, apply_delta
+from worker.git.rollup import MAX_PACKS
 from worker.schema.edits import Batch, Create, Delete, Edit, Overwrite
 
 FILE, EXEC, LINK, GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
@@ -248,6 +248,36 @@ def test_published_pack_is_read_by_plain_git(tmp_path: Path, count: int) -> None
     fsck(repo)
 
 
+def test_rolled_up_pack_is_what_git_index_pack_makes_of_it(tmp_path: Path) -> None:
+    """A pack built from new objects plus two absorbed packs copied as blocks (one sharing objects with the
+    new ones, so copied entry by entry without them) holds every object once, and ``git index-pack``
+    rebuilds its .idx byte for byte (the CRCs taken from the absorbed indexes are right)."""
+    repo = bare(tmp_path / "repo.git")
+    pack_dir = repo / "objects" / "pack"
+    objects, commit = objects_for(40)
+    items = list(objects.values())
+    first = dict((obj.oid, obj) for obj in items[:15])
+    second = dict((obj.oid, obj) for obj in items[10:30])  # shares five objects with the new ones below
+    new = dict((obj.oid, obj) for obj in items[25:])
+    packs = []
+    for part in (first, second):
+        pending = write_pack(tmp_path / "elsewhere", part)
+        pending.publish()
+        base = tmp_path / "elsewhere" / pending.stem
+        packs.append(Pack.open(f"{base}.idx", f"{base}.pack"))
+    pending = write_pack(pack_dir, new, blocks=[pack.block() for pack in packs])
+    pending.publish()
+    git(repo, "update-ref", "refs/heads/main", commit.hex())
+    pack = pack_dir / f"{pending.stem}.pack"
+    verify = git(repo, "verify-pack", "-v", str(pack.with_suffix(".idx"))).decode()
+    listed = [line.split()[0] for line in verify.splitlines() if len(line.split()[0]) == 40]
+    assert sorted(listed) == sorted(oid.hex() for oid in objects)  # each once
+    rebuilt = tmp_path / "rebuilt.idx"
+    assert git(repo, "index-pack", "-o", str(rebuilt), str(pack)).decode().strip() == pending.name
+    assert rebuilt.read_bytes() == pack.with_suffix(".idx").read_bytes()
+    fsck(repo)
+
+
 def test_empty_pack_is_valid(tmp_path: Path) -> None:
     """A pack of no objects passes verify-pack and its .idx equals the one git index-pack writes."""
     repo = bare(tmp_path / "repo.git")
@@ -287,7 +317,8 @@ def commit_edits(repo: WikiRepo, message: str, edits: list[Edit]) -> str:
 
 
 def build_history(root: Path) -> Path:
-    """A wiki in 13 per-commit packs (12 versions of a 100 KiB page, small and binary pages), a loose tag."""
+    """A wiki of 13 commits (12 versions of a 100 KiB page, small and binary pages) in undeltified packs, some
+    rolled up by later commits, and a loose tag."""
     store = GitStore(root / "data")
     store.create("w")
     repo = store.open("w")
@@ -352,10 +383,11 @@ def entry_types(repo: Path) -> set[int]:
 
 
 def test_reader_agrees_with_git_through_every_kind_of_repack(tmp_path: Path) -> None:
-    """Per-commit packs, repack -a -d, a deep --window=50 --depth=50 repack, gc --aggressive and a REF_DELTA
-    repack: both a reader opened at the start and a fresh one return exactly git's type and bytes."""
+    """Undeltified packs (rolled up or not), repack -a -d, a deep --window=50 --depth=50 repack,
+    gc --aggressive and a REF_DELTA repack: both a reader opened at the start and a fresh one return exactly
+    git's type and bytes."""
     repo = build_history(tmp_path)
-    assert len(pack_names(repo)) == 13 and len(loose(repo)) == 1
+    assert 1 < len(pack_names(repo)) < 13 and len(loose(repo)) == 1
     early = PackReader(repo / "objects" / "pack")
     objects = check_reader(early, repo)
     assert {kind for kind, _ in objects.values()} == {b"blob", b"tree", b"commit", b"tag"}
@@ -415,7 +447,7 @@ def test_corrupt_git_delta_is_refused(tmp_path: Path) -> None:
             apply_delta(base, made[:cut])
 
 
-# -- through WikiRepo: 200 commits, then the maintenance repack ---------------------------------------------
+# -- through WikiRepo: 200 commits, then git's repacks ---------------------------------------------------
 
 
 def check_history(repo: WikiRepo, checkpoints: dict[str, dict[str, bytes]]) -> None:
@@ -433,8 +465,9 @@ def check_history(repo: WikiRepo, checkpoints: dict[str, dict[str, bytes]]) -> N
 
 
 def test_two_hundred_commits_read_back_after_maintenance_repacks(tmp_path: Path) -> None:
-    """200 small commits, the maintenance's forced repack, a delta repack and repack -a -d -f: every file at
-    every 20th commit still reads back right (old and fresh WikiRepo), and fsck is clean."""
+    """200 small commits (rolled up as they go), git's geometric repack without and with deltas, and
+    repack -a -d -f: every file at every 20th commit still reads back right (old and fresh WikiRepo), and
+    fsck is clean."""
     store = GitStore(tmp_path / "data")
     store.create("w")
     repo = store.open("w")
@@ -463,16 +496,11 @@ def test_two_hundred_commits_read_back_after_maintenance_repacks(tmp_path: Path)
         commit = commit_edits(repo, f"commit {n}", edits)
         if n % 20 == 19:
             checkpoints[commit] = dict(state)
-    assert len(checkpoints) == 10 and len(pack_names(path)) == 201
-    maintenance = repo.maintenance
-    waiting = maintenance.thread
-    assert waiting is not None and waiting.is_alive()  # over REPACK_AT_PACKS: waiting for an idle wiki
-    maintenance.forced = True  # what REPACK_FORCED_AT_PACKS does: run now
-    maintenance.wake.set()
-    waiting.join(timeout=120)
-    assert not waiting.is_alive() and maintenance.thread is None
+    assert len(checkpoints) == 10 and len(pack_names(path)) <= MAX_PACKS  # rolled up by the commits
+    check_history(repo, checkpoints)
+    repack(path, deltas=False)  # git's geometric repack without delta search
     assert len(pack_names(path)) < 10
-    assert repo.packed.read(b"\x00" * 20) is None  # a miss: the reader drops the 201 packs git deleted
+    assert repo.packed.read(b"\x00" * 20) is None  # a miss: the reader drops the packs git deleted
     assert set(repo.packed.packs) == pack_names(path)
     check_history(repo, checkpoints)
     repack(path, deltas=True)  # the idle repack, deltas on

@@ -20,17 +20,13 @@ from hypothesis import strategies as st
 
 from worker.git.objects import (
     EMPTY_TREE,
-    MAX_DELTA_CHAIN,
     OBJ_BLOB,
     OBJ_COMMIT,
     OBJ_TREE,
     TREE_MODE,
     PackedObject,
-    PackReader,
     Tree,
     TreeEditor,
-    _Pack,
-    apply_delta,
     build_pack,
     encode_name,
     object_id,
@@ -39,6 +35,7 @@ from worker.git.objects import (
     stored_zlib,
     write_pack,
 )
+from worker.git.packs import MAX_DELTA_CHAIN, Pack, PackReader, apply_delta
 
 FILE, EXEC, LINK, GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 OBJ_TAG, OFS_DELTA, REF_DELTA = 4, 6, 7
@@ -615,7 +612,9 @@ def test_pack_reader_gives_none_for_what_it_cannot_resolve(tmp_path: Path) -> No
     fake = [(oid, 0, depth_limit), (b"\x00" * 19 + b"\x01", 0, too_deep)]
     (folder / f"pack-{checksum.hex()}.pack").write_bytes(bytes(pack + checksum))
     (folder / f"pack-{checksum.hex()}.idx").write_bytes(idx_bytes(fake, checksum))
-    pack_file = _Pack(str(folder / f"pack-{checksum.hex()}.idx"), str(folder / f"pack-{checksum.hex()}.pack"))
+    pack_file = Pack.open(
+        str(folder / f"pack-{checksum.hex()}.idx"), str(folder / f"pack-{checksum.hex()}.pack")
+    )
     assert pack_file.read(depth_limit) == (OBJ_BLOB, base)
     assert pack_file.read(too_deep) is None
     pack_file.close()
@@ -631,7 +630,7 @@ def test_index_large_offsets_are_followed(tmp_path: Path) -> None:
     checksum = b"\x42" * 20
     (tmp_path / "x.idx").write_bytes(idx_bytes(rows, checksum, large=True))
     (tmp_path / "x.pack").write_bytes(b"PACK" + struct.pack(">II", 2, 3) + checksum)
-    pack = _Pack(str(tmp_path / "x.idx"), str(tmp_path / "x.pack"))
+    pack = Pack.open(str(tmp_path / "x.idx"), str(tmp_path / "x.pack"))
     assert [pack.find(oid) for oid, _, _ in rows] == [at for _, _, at in rows]
     assert pack.find(IDS[1]) is None and pack.find(b"\xff" * 19 + b"\xfe") is None
     pack.close()

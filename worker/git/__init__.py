@@ -1,11 +1,13 @@
 """Git without a working tree: packs written in process, ``main`` moved by compare-and-swap.
 
-objects      trees, the pack writer and reader (pure bytes)
+objects      trees and the pack writer (pure bytes)
+packs        the pack reader, and the process-wide cache of open packs
 commits      identities, the Wikiq-Job trailer, parsing
-refs         reading main, the CAS swap under main.lock, syncfs
-snapshot     tree caches and the engine's view of a commit
+refs         reading main, the durable CAS swap under main.lock
+snapshot     the process-wide tree caches and the engine's view of a commit
+rollup       which small packs a commit's pack absorbs (the bound on packs per wiki)
 repo         one repository: reads, commits
-maintenance  rolling packs up in the background
+maintenance  background git repacks and prunes, one at a time per process
 store        every wiki under <data>/wikis
 policy       a wiki's zone policy override file
 """

@@ -8,6 +8,8 @@ changes, not the size of the folder (bar two list copies).
 ``write_pack`` stores the objects of one commit as one version-2 pack and its ``.idx``, written under
 ``tmp_`` names (which ``git gc`` cleans up if we die) and renamed into place: two new files per commit instead
 of one per object. Creating a file is the dominant cost of a small write on the file systems wikiq runs on.
+The same pack may carry entries copied byte for byte from earlier undeltified packs (a roll-up, see
+``worker.git.rollup``). Reading packs is ``worker.git.packs``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-import mmap
 import os
 import re
 import secrets
@@ -35,7 +36,7 @@ TYPE_NAMES = {OBJ_COMMIT: b"commit", OBJ_TREE: b"tree", OBJ_BLOB: b"blob", OBJ_T
 COMPRESSION: dict[int, int | None] = {OBJ_COMMIT: 1, OBJ_TREE: None, OBJ_BLOB: 1}
 _STORED_BLOCK = 0xFFFF
 _IOV_MAX = 1024
-_IDX_MAGIC = b"\377tOc" + struct.pack(">I", 2)
+IDX_MAGIC = b"\377tOc" + struct.pack(">I", 2)
 
 
 def object_id(kind: bytes, data: bytes) -> bytes:
@@ -231,21 +232,54 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
-def build_pack(objects: Iterable[PackedObject]) -> tuple[list[bytes], bytes, str]:
-    """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique): an undeltified version-2 pack.
+def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
+    """``(oid, raw entry)`` of each object: its pack entry header and compressed bytes."""
+    return [
+        (obj.oid, _entry_header(obj.kind, len(obj.data)) + _compress(obj.kind, obj.data)) for obj in objects
+    ]
 
-    The pack is returned as the list of its pieces (to be written with one ``writev``, never joined).
+
+Block = tuple[bytes, list[tuple[bytes, int, int]]]  # consecutive raw entries; (oid, crc32, offset) of each
+
+
+def build_pack(
+    objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]] = (), blocks: Iterable[Block] = ()
+) -> tuple[list[bytes], bytes, str]:
+    """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique), then of ``copied`` entries, then
+    of ``blocks``: an undeltified version-2 pack.
+
+    ``copied`` holds ``(oid, raw entry)`` pairs (from ``encode``); ``blocks`` the entries of whole packs a
+    roll-up absorbs, each copied as one piece with the CRCs its index already had (entry by entry, skipping
+    ids already in the pack, when it shares one). The pack is returned as the list of its pieces (to be
+    written with one ``writev``, never joined).
     """
     chunks: list[bytes] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
     index: list[tuple[bytes, int, int]] = []  # (oid, crc32, offset)
     offset = 12
-    for obj in objects:
-        header = _entry_header(obj.kind, len(obj.data))
-        body = _compress(obj.kind, obj.data)
-        chunks += (header, body)
-        index.append((obj.oid, zlib.crc32(body, zlib.crc32(header)), offset))
-        offset += len(header) + len(body)
+    seen: set[bytes] = set()
+    for oid, raw in itertools.chain(encode(objects), copied):
+        if oid in seen:
+            continue
+        seen.add(oid)
+        chunks.append(raw)
+        index.append((oid, zlib.crc32(raw), offset))
+        offset += len(raw)
+    for data, entries in blocks:
+        oids = [oid for oid, _, _ in entries]
+        if seen.isdisjoint(oids):
+            chunks.append(data)
+            index += [(oid, crc, offset + at) for oid, crc, at in entries]
+            seen.update(oids)
+            offset += len(data)
+            continue
+        ends = [at for _, _, at in entries[1:]] + [len(data)]
+        for (oid, crc, at), end in zip(entries, ends, strict=True):
+            if oid not in seen:
+                seen.add(oid)
+                chunks.append(data[at:end])
+                index.append((oid, crc, offset))
+                offset += end - at
     count = len(index)
     chunks[0] = b"PACK" + struct.pack(">II", 2, count)
     for chunk in chunks:
@@ -267,7 +301,7 @@ def build_pack(objects: Iterable[PackedObject]) -> tuple[list[bytes], bytes, str
             large.append(at)
     idx = b"".join(
         [
-            _IDX_MAGIC,
+            IDX_MAGIC,
             struct.pack(">256I", *fanout),
             b"".join(oid for oid, _, _ in index),
             struct.pack(f">{count}I", *(crc for _, crc, _ in index)),
@@ -282,12 +316,28 @@ def build_pack(objects: Iterable[PackedObject]) -> tuple[list[bytes], bytes, str
 
 @dataclass
 class PendingPack:
-    """A pack written under temporary names in ``objects/pack``; ``publish`` renames it into place."""
+    """A pack written under temporary names in ``objects/pack``; ``publish`` renames it into place.
+
+    Publishing does not make anything durable: the caller flushes the temporary files to disk first (see
+    ``worker.git.refs``), so a pack is never visible under its real name before its bytes are on disk.
+    """
 
     pack_dir: Path
     name: str
     tmp_pack: Path | None
     tmp_idx: Path | None
+    chunks: list[bytes]  # the pack's bytes, as written (kept to serve reads without reading the file back)
+    idx: bytes
+
+    @property
+    def size(self) -> int:
+        """The pack's size in bytes."""
+        return sum(map(len, self.chunks))
+
+    @property
+    def stem(self) -> str:
+        """``pack-<checksum>``: the name of its files without extension."""
+        return f"pack-{self.name}"
 
     def publish(self) -> None:
         """Rename pack then index into place (git's order: an index must never name a missing pack)."""
@@ -324,11 +374,19 @@ def _write_new(path: Path, chunks: list[bytes]) -> None:
     os.close(fd)
 
 
-def write_pack(pack_dir: Path, objects: Mapping[bytes, PackedObject]) -> PendingPack:
-    """Write ``objects`` as one pack + index under ``tmp_`` names in ``pack_dir`` (not yet visible to git)."""
-    pack, idx, name = build_pack(objects.values())
+def write_pack(
+    pack_dir: Path,
+    objects: Mapping[bytes, PackedObject],
+    copied: Iterable[tuple[bytes, bytes]] = (),
+    blocks: Iterable[Block] = (),
+) -> PendingPack:
+    """Write ``objects`` (and ``copied`` raw entries and ``blocks``, see ``build_pack``) as one pack + index
+    under ``tmp_`` names in ``pack_dir``: not yet visible to git, not yet durable."""
+    pack, idx, name = build_pack(objects.values(), copied, blocks)
     token = secrets.token_hex(8)
-    pending = PendingPack(pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}")
+    pending = PendingPack(
+        pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}", pack, idx
+    )
     try:
         assert pending.tmp_pack is not None and pending.tmp_idx is not None
         try:
@@ -341,265 +399,3 @@ def write_pack(pack_dir: Path, objects: Mapping[bytes, PackedObject]) -> Pending
         pending.discard()
         raise
     return pending
-
-
-# -- reading packs in process ---------------------------------------------------------------------------
-
-OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
-MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A delta header's little-endian base-128 size at ``pos``: (value, next position)."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
-def apply_delta(base: bytes, delta: bytes) -> bytes:
-    """Git's delta format: copy ranges of ``base`` and insert literal bytes."""
-    size, pos = _varint(delta, 0)
-    if size != len(base):
-        raise ValueError("delta base size mismatch")
-    size, pos = _varint(delta, pos)
-    out: list[bytes] = []
-    end = len(delta)
-    while pos < end:
-        op = delta[pos]
-        pos += 1
-        if op & 0x80:
-            offset = length = 0
-            for bit, shift in ((0x01, 0), (0x02, 8), (0x04, 16), (0x08, 24)):
-                if op & bit:
-                    offset |= delta[pos] << shift
-                    pos += 1
-            for bit, shift in ((0x10, 0), (0x20, 8), (0x40, 16)):
-                if op & bit:
-                    length |= delta[pos] << shift
-                    pos += 1
-            length = length or 0x10000
-            if offset + length > len(base):
-                raise ValueError("delta copies past the end of its base")
-            out.append(base[offset : offset + length])
-        elif op:
-            if pos + op > len(delta):
-                raise ValueError("delta insert runs past its end")
-            out.append(delta[pos : pos + op])
-            pos += op
-        else:
-            raise ValueError("delta opcode 0")
-    result = b"".join(out)
-    if len(result) != size:
-        raise ValueError("delta result size mismatch")
-    return result
-
-
-class _Pack:
-    """One pack and its version-2 index, memory-mapped."""
-
-    def __init__(self, idx_path: str, pack_path: str) -> None:
-        with open(idx_path, "rb") as idx_file, open(pack_path, "rb") as pack_file:
-            self.idx = mmap.mmap(idx_file.fileno(), 0, access=mmap.ACCESS_READ)
-            try:
-                self.pack = mmap.mmap(pack_file.fileno(), 0, access=mmap.ACCESS_READ)
-            except BaseException:
-                self.idx.close()
-                raise
-        if self.idx[:8] != _IDX_MAGIC or self.pack[:4] != b"PACK":
-            self.close()
-            raise ValueError(f"{idx_path}: not a version-2 pack index")
-        self.fanout = struct.unpack_from(">256I", self.idx, 8)
-        self.count = self.fanout[255]
-        self.names = 8 + 1024
-        self.offsets = self.names + 24 * self.count  # after the names and the crc32s
-        self.large = self.offsets + 4 * self.count
-
-    def close(self) -> None:
-        self.idx.close()
-        self.pack.close()
-
-    def find(self, oid: bytes) -> int | None:
-        """The offset of ``oid`` in the pack, or None."""
-        idx, names = self.idx, self.names
-        first = oid[0]
-        lo = self.fanout[first - 1] if first else 0
-        hi = self.fanout[first]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            at = names + 20 * mid
-            name = idx[at : at + 20]
-            if name < oid:
-                lo = mid + 1
-            elif name > oid:
-                hi = mid
-            else:
-                (offset,) = struct.unpack_from(">I", idx, self.offsets + 4 * mid)
-                if offset & 0x80000000:
-                    (offset,) = struct.unpack_from(">Q", idx, self.large + 8 * (offset & 0x7FFFFFFF))
-                return int(offset)
-        return None
-
-    def _inflate(self, start: int, size: int) -> bytes:
-        # The input is bounded: zlib keeps a copy of whatever input it did not use (``unused_data``), and
-        # "the rest of the pack" would be megabytes per read. Deflate grows data by at most ~0.1% + 11.
-        view = memoryview(self.pack)
-        inflater = zlib.decompressobj()
-        end = min(len(view), start + size + (size >> 10) + 64)
-        data = inflater.decompress(view[start:end])
-        while not inflater.eof and end < len(view):
-            start, end = end, min(len(view), end + 65536)
-            data += inflater.decompress(view[start:end])
-        if len(data) != size or not inflater.eof:
-            raise ValueError("corrupt pack entry")
-        return data
-
-    def size(self, offset: int) -> int | None:
-        """The size of the object at ``offset`` without building it (a delta's header says its result's)."""
-        pack = self.pack
-        byte = pack[offset]
-        kind = (byte >> 4) & 7
-        size = byte & 0x0F
-        shift, pos = 4, offset + 1
-        while byte & 0x80:
-            byte = pack[pos]
-            pos += 1
-            size |= (byte & 0x7F) << shift
-            shift += 7
-        if kind in TYPE_NAMES:
-            return size
-        if kind == OBJ_OFS_DELTA:
-            while pack[pos] & 0x80:
-                pos += 1
-            pos += 1
-        elif kind == OBJ_REF_DELTA:
-            pos += 20
-        else:
-            return None
-        head = zlib.decompressobj().decompress(memoryview(pack)[pos : pos + 64], 32)
-        _, at = _varint(head, 0)  # the base's size, then the result's
-        result, _ = _varint(head, at)
-        return result
-
-    def read(self, offset: int) -> tuple[int, bytes] | None:
-        """``(type, bytes)`` of the entry at ``offset``, deltas resolved; None when a base is elsewhere."""
-        pack = self.pack
-        chain: list[bytes] = []
-        while True:
-            byte = pack[offset]
-            kind = (byte >> 4) & 7
-            size = byte & 0x0F
-            shift, pos = 4, offset + 1
-            while byte & 0x80:
-                byte = pack[pos]
-                pos += 1
-                size |= (byte & 0x7F) << shift
-                shift += 7
-            if kind in TYPE_NAMES:
-                data = self._inflate(pos, size)
-                for delta in reversed(chain):
-                    data = apply_delta(data, delta)
-                return kind, data
-            if len(chain) >= MAX_DELTA_CHAIN:
-                return None
-            if kind == OBJ_OFS_DELTA:
-                byte = pack[pos]
-                pos += 1
-                back = byte & 0x7F
-                while byte & 0x80:
-                    byte = pack[pos]
-                    pos += 1
-                    back = ((back + 1) << 7) | (byte & 0x7F)
-                chain.append(self._inflate(pos, size))
-                offset -= back
-            elif kind == OBJ_REF_DELTA:
-                base = self.find(bytes(pack[pos : pos + 20]))
-                if base is None:
-                    return None
-                chain.append(self._inflate(pos + 20, size))
-                offset = base
-            else:
-                return None
-
-
-class PackReader:
-    """Objects read straight from ``objects/pack`` (no ``git cat-file`` round trip), verified by hash.
-
-    ``read`` returns None for anything it does not find or cannot resolve (loose objects, a base in
-    another pack, a damaged entry): the caller then asks git. The pack list is re-read when an object is
-    missing and ``objects/pack`` changed since the last look; packs deleted by a repack are unmapped then.
-    Not thread-safe: callers serialise reads.
-    """
-
-    def __init__(self, pack_dir: Path) -> None:
-        self.pack_dir = pack_dir
-        self.packs: dict[str, _Pack] = {}
-        self.seen: int | None = None  # objects/pack's mtime (ns) at the last listing
-
-    def close(self) -> None:
-        for pack in self.packs.values():
-            pack.close()
-        self.packs.clear()
-        self.seen = None
-
-    def _refresh(self) -> bool:
-        """Re-list ``objects/pack`` if it changed; True when the pack list may have changed."""
-        try:
-            mtime = os.stat(self.pack_dir).st_mtime_ns
-        except OSError:
-            return False
-        if mtime == self.seen:
-            return False
-        self.seen = mtime
-        try:
-            listing = os.listdir(self.pack_dir)
-        except OSError:
-            return False
-        names = {name[:-4] for name in listing if name.startswith("pack-") and name.endswith(".idx")}
-        for gone in set(self.packs) - names:
-            self.packs.pop(gone).close()
-        for name in names - set(self.packs):
-            base = os.path.join(self.pack_dir, name)
-            with contextlib.suppress(OSError, ValueError):
-                self.packs[name] = _Pack(base + ".idx", base + ".pack")
-        # biggest first: most objects live in the few big packs, the many small ones are per-commit
-        self.packs = dict(sorted(self.packs.items(), key=lambda item: -item[1].count))
-        return True
-
-    def size(self, oid: bytes) -> int | None:
-        """The size of object ``oid`` read from its pack entry's header, or None (then ask git)."""
-        for attempt in range(2):
-            if attempt and not self._refresh():
-                return None
-            for pack in self.packs.values():
-                try:
-                    offset = pack.find(oid)
-                    if offset is not None:
-                        return pack.size(offset)
-                except (ValueError, IndexError, struct.error, zlib.error):
-                    return None
-        return None
-
-    def read(self, oid: bytes) -> tuple[bytes, bytes] | None:
-        """``(type name, bytes)`` of object ``oid``, or None (then ask git)."""
-        for attempt in range(2):
-            if attempt and not self._refresh():
-                return None
-            for pack in self.packs.values():
-                try:
-                    offset = pack.find(oid)
-                    if offset is None:
-                        continue
-                    found = pack.read(offset)
-                except (ValueError, IndexError, struct.error, zlib.error):
-                    return None
-                if found is None:
-                    return None
-                kind, data = found
-                type_name = TYPE_NAMES[kind]
-                return (type_name, data) if object_id(type_name, data) == oid else None
-        return None

@@ -1,11 +1,27 @@
 """``refs/heads/main``: reading it, and moving it by compare-and-swap under git's own lock protocol.
 
-``swap_main`` is the only way wikiq moves a branch: take ``main.lock`` (``O_EXCL``), check the ref is still at
-the expected commit, write the new id into the lock, publish the pack holding the new objects, make
-everything durable with ONE ``syncfs``, rename the lock over the ref, fsync the folder. A SIGKILL anywhere
-leaves at worst a ``tmp_`` file, an unreferenced pack or a stale lock, never a ref to objects that are not
-on disk. A lock older than ``STALE_LOCK_SECONDS`` is a dead writer's (a swap holds it for milliseconds, and
-only a partition's lease holder writes a wiki) and is broken.
+``swap_main`` is the only way wikiq moves a branch. The order of its steps is what makes a commit survive a
+SIGKILL *and* a power cut at any point:
+
+1. the new objects are already written as ``tmp_pack_*``/``tmp_idx_*`` (``write_pack``): names no reader
+   (ours or git's) ever opens;
+2. take ``main.lock`` (``O_EXCL``), check the ref is still at the expected commit, write the new id into
+   the lock;
+3. ONE ``syncfs``: the temporary pack, its index and the lock's content reach the disk together;
+4. rename pack then index to ``pack-<checksum>.*``, then fsync ``objects/pack``: a pack becomes visible
+   only once its bytes are durable, and its name is durable before anything can refer to it;
+5. rename the lock over the ref, fsync ``refs/heads``: the commit is on ``main`` only once every object it
+   needs is durable under its real name.
+
+A crash before 4 leaves ``tmp_`` files (removed by ``Maintenance`` after a day, or by ``git gc``) and a
+stale lock; between 4 and 5 a complete, durable pack nothing refers to (its objects are pruned with git's
+own grace-period rules, see ``worker.git.maintenance``); never a truncated pack under a real name, nor a
+ref to objects that are not on disk. Without step 3 before step 4 (the order until now), a power cut right
+after the renames could leave a pack whose name reached the journal before its data. The cost over the
+former order is one more directory fsync per commit (~0.1 ms here); flushing each file with ``fdatasync``
+instead of one ``syncfs`` measured ~0.3 ms more. A lock older than ``STALE_LOCK_SECONDS`` is a dead
+writer's (a swap holds it for milliseconds, and only a partition's lease holder writes a wiki) and is
+broken. The ``faults.point`` calls are crash points for the tests (no-ops otherwise).
 """
 
 from __future__ import annotations
@@ -16,6 +32,7 @@ import os
 import time
 from pathlib import Path
 
+from worker import faults
 from worker.errors import RefLocked, RefMoved
 from worker.git.objects import PendingPack
 
@@ -65,6 +82,15 @@ def read_ref(repo: Path, ref: str = MAIN) -> str | None:
     return None
 
 
+def publish_durably(repo: Path, pack: PendingPack) -> None:
+    """Make ``pack`` durable, then visible (steps 3 and 4 of the module's order, without a ref move)."""
+    sync_filesystem(repo)
+    faults.point("git.synced")
+    pack.publish()
+    fsync_dir(pack.pack_dir)
+    faults.point("git.published")
+
+
 def swap_main(
     repo: Path, expected: str | None, new: str, pack: PendingPack | None = None, durable: bool = True
 ) -> None:
@@ -86,14 +112,19 @@ def swap_main(
         os.write(fd, new.encode() + b"\n")
         os.close(fd)
         fd = -1
+        faults.point("git.locked")
         if pack is not None:
-            pack.publish()
-        if durable:
-            sync_filesystem(repo)  # new objects and the lock's content, in one flush
+            if durable:
+                publish_durably(repo, pack)  # one syncfs also flushes the lock's content
+            else:
+                pack.publish()
+        elif durable:
+            sync_filesystem(repo)  # the objects were made durable by whoever wrote them
         os.rename(lock, ref)
         held = False
         if durable:
             fsync_dir(ref.parent)
+        faults.point("git.ref_moved")
     finally:
         if fd >= 0:
             os.close(fd)

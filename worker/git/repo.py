@@ -1,19 +1,23 @@
 """One bare wiki repository: reads from the packs in process, commits as one pack, ``main`` moved by CAS.
 
-Reads come straight from the memory-mapped packs (``PackReader``: index lookup, inflate, deltas, id check)
-and, for anything else, from GitPython's object database (one long-lived ``git cat-file`` per open
-repository).
+Reads come straight from the packs (``worker.git.packs``: index lookup, inflate, deltas, id check), shared
+with every other repository of the process through its ``PackCache``, and, for anything else (loose
+objects, a delta base in another pack), from GitPython's object database: its ``git.Repo`` and ``git
+cat-file`` processes are created on the first such read only, so opening a repository costs nothing but a
+few objects in memory, and reopening an evicted one finds its packs and parsed trees still in the
+process-wide caches.
 
 A plan is committed by writing the new blobs, the trees on changed paths and one commit object as ONE pack
-(+ ``.idx``) under ``tmp_`` names, then ``worker.git.refs.swap_main`` publishes it and moves
-``refs/heads/main`` by compare-and-swap. A lost swap raises ``RefMoved`` and deletes the pack; the ref is
-never forced. Parsed trees are immutable and cached by id, as is each commit's tree; a changed tree is built
-from its cached records (``worker.git.objects``), so a commit's cost follows what it changes, not the size
-of the wiki.
+(+ ``.idx``) under ``tmp_`` names, then ``worker.git.refs.swap_main`` makes it durable, publishes it and
+moves ``refs/heads/main`` by compare-and-swap. A lost swap raises ``RefMoved`` and deletes the pack; the ref
+is never forced. Parsed trees are immutable and cached by id, as is each commit's tree; a changed tree is
+built from its cached records (``worker.git.objects``), so a commit's cost follows what it changes, not the
+size of the wiki.
 
 Why a pack per commit: creating a file is by far the most expensive part of a small write here (0.05-0.5 ms
 of kernel CPU each on the ext4 this runs on), and loose objects cost one per object (~22 per commit on a
-nested wiki); a pack costs two. Packs pile up instead, so ``Maintenance`` rolls them up in the background.
+nested wiki); a pack costs two. So that packs do not pile up, the same pack also carries the entries of
+the small packs it rolls up (``worker.git.rollup``), deleted once the commit is on ``main``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from pathlib import Path
 
 import git
 
+from worker import faults
 from worker.engine import NewFile, Plan
+from worker.git import rollup
 from worker.git.commits import JOB_TRAILER, SERVICE, CommitInfo, Identity, parse_commit
 from worker.git.maintenance import Maintenance
 from worker.git.objects import (
@@ -36,17 +42,19 @@ from worker.git.objects import (
     OBJ_TREE,
     TREE_MODE,
     PackedObject,
-    PackReader,
+    PendingPack,
     Tree,
     TreeEditor,
+    encode,
     parse_tree,
     write_pack,
 )
 from worker.git.objects import object_id as raw_object_id
-from worker.git.refs import read_ref, swap_main, sync_filesystem
+from worker.git.packs import IN_MEMORY_BYTES, PACKS, Pack, PackReader
+from worker.git.refs import publish_durably, read_ref, swap_main
 from worker.git.search import SearchHit
 from worker.git.search import search as run_search
-from worker.git.snapshot import FILE_MODE, CommitTrees, Snapshot, TreeCache
+from worker.git.snapshot import COMMIT_TREES, FILE_MODE, TREES, CommitTrees, Snapshot, TreeCache
 from worker.git.textindex import TextIndex
 
 GITLINK_MODE = 0o160000  # a submodule's entry: not a file of the wiki
@@ -67,14 +75,19 @@ def object_id(kind: str, data: bytes) -> str:
 
 
 class WikiRepo:
-    """One bare wiki repository. Methods take a lock: one ``WikiRepo`` may be shared by threads."""
+    """One bare wiki repository. Methods take a lock: one ``WikiRepo`` may be shared by threads.
 
-    def __init__(self, path: Path, tree_cache: TreeCache | None = None) -> None:
+    Opening one does no I/O; ``tree_cache`` and ``commit_trees`` default to the process-wide caches.
+    """
+
+    def __init__(
+        self, path: Path, tree_cache: TreeCache | None = None, commit_trees: CommitTrees | None = None
+    ) -> None:
         self.path = path
         self.lock = threading.RLock()
-        self.repo = git.Repo(path, odbt=git.GitCmdObjectDB)
-        self.trees = tree_cache or TreeCache()
-        self.commit_trees = CommitTrees()
+        self._git: git.Repo | None = None  # created on the first read the packs cannot answer
+        self.trees = TREES if tree_cache is None else tree_cache
+        self.commit_trees = COMMIT_TREES if commit_trees is None else commit_trees
         self.objects = path / "objects"
         # Writes never go through GitPython's store: it spawns `git hash-object --stdin` per object, which
         # is slow and, if we are killed mid-write, stores an empty object under a real-looking id.
@@ -83,10 +96,20 @@ class WikiRepo:
         self.maintenance = Maintenance(path)
         self._text: TextIndex | None = None
 
-    def close(self) -> None:
-        """Stop the repository's ``git cat-file`` processes (a background repack is left to finish)."""
+    @property
+    def repo(self) -> git.Repo:
+        """GitPython's view of the repository (and its ``git cat-file`` processes), made when first used."""
         with self.lock:
-            self.repo.close()
+            if self._git is None:
+                self._git = git.Repo(self.path, odbt=git.GitCmdObjectDB)
+            return self._git
+
+    def close(self) -> None:
+        """Stop the repository's ``git cat-file`` processes, if it started any, and let go of its packs."""
+        with self.lock:
+            if self._git is not None:
+                self._git.close()
+                self._git = None
             self.packed.close()
             self.maintenance.close()
 
@@ -332,8 +355,10 @@ class WikiRepo:
         """
         with self.lock:
             commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
-            swap_main(self.path, base, commit, write_pack(self.packs, objects))
-            self.maintenance.committed()
+            pending, absorbed = self._pack(objects)
+            faults.point("git.pack_written")
+            swap_main(self.path, base, commit, pending)
+            self._settle(pending, absorbed)
             return commit
 
     def write_commit(
@@ -346,20 +371,52 @@ class WikiRepo:
         committer: Identity = SERVICE,
         when: int | None = None,
     ) -> str:
-        """Write ``plan`` as one commit on ``base`` WITHOUT moving any ref: the objects are durable (one
-        ``syncfs``) and readable when this returns. For wikis whose branch lives in a remote: the commit
-        is published there first, and ``main`` follows (``move_main``) once the remote accepted it.
+        """Write ``plan`` as one commit on ``base`` WITHOUT moving any ref: the objects are durable, then
+        visible (the same order as a commit on ``main``, see ``worker.git.refs``) when this returns. For
+        wikis whose branch lives in a remote: the commit is published there first, and ``main`` follows
+        (``move_main``) once the remote accepted it.
         """
         with self.lock:
             commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
-            pack = write_pack(self.packs, objects)
+            pending, absorbed = self._pack(objects)
+            faults.point("git.pack_written")
             try:
-                pack.publish()
-                sync_filesystem(self.path)
+                publish_durably(self.path, pending)
             finally:
-                pack.discard()
-            self.maintenance.committed()
+                pending.discard()
+            self._settle(pending, absorbed)
             return commit
+
+    def _pack(self, objects: dict[bytes, PackedObject]) -> tuple[PendingPack, list[str]]:
+        """The pack of a commit's ``objects`` under temporary names, carrying the entries of the packs it
+        rolls up (``worker.git.rollup``), and the names of those packs."""
+        reader = self.packed
+        reader.refresh()  # one stat; a listing only when objects/pack changed
+        own = encode(objects.values())
+        absorbed: dict[str, Pack] = {}
+        for name in rollup.choose(reader.infos, reader.pinned, rollup.pack_size(own)):
+            pack = reader.load(name)
+            if pack is not None and pack.intact():  # never spread a damaged pack's bytes
+                absorbed[name] = pack
+        blocks = [pack.block() for pack in absorbed.values()]
+        return write_pack(self.packs, {}, own, blocks), list(absorbed)
+
+    def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
+        """After ``pending`` is durable and published: read it from memory from now on, have the packs it
+        absorbed deleted (their every entry is in it), and let ``Maintenance`` look at the rest."""
+        reader = self.packed
+        base = str(self.packs / pending.stem)
+        if pending.size <= IN_MEMORY_BYTES:
+            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks), ours=True)
+        else:
+            pack = PACKS.get(base)
+        if pack is not None:
+            reader.add(pending.stem, pack)
+        faults.point("git.rollup_delete")
+        for name in absorbed:
+            reader.retire(name)
+        big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
+        self.maintenance.committed(big)
 
     def move_main(self, expected: str | None, new: str, durable: bool = True) -> None:
         """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved.

@@ -1,5 +1,10 @@
-"""Reading trees: the process-wide cache of parsed trees, commit-to-tree ids, and ``Snapshot``, the engine's
-view of one commit's tree."""
+"""Reading trees: the process-wide caches of parsed trees and of commit-to-tree ids, and ``Snapshot``, the
+engine's view of one commit's tree.
+
+Both caches are shared by every repository of the process (``TREES``, ``COMMIT_TREES``): ids are content
+hashes, so a tree or commit id means the same bytes in any repository, and a repository evicted from the
+store and opened again finds its trees still parsed.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +20,9 @@ from worker.git.objects import TREE_MODE, Tree
 if TYPE_CHECKING:
     from worker.git.repo import WikiRepo
 
-TREE_CACHE_ENTRIES = 250_000  # per open repository: ~100k pages of head plus recent versions
+TREE_CACHE_ENTRIES = 250_000  # per process: ~100k pages of head plus recent versions; ~45 MB at most
 
-COMMIT_CACHE = 4096
+COMMIT_CACHE = 16_384
 
 FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
@@ -110,6 +115,10 @@ class FileIndexes:
 
 
 FILE_INDEXES = FileIndexes()
+
+
+TREES = TreeCache()  # the process's parsed trees, shared by every repository
+COMMIT_TREES = CommitTrees()  # the process's commit -> root tree ids
 
 
 class Snapshot:

@@ -1,9 +1,16 @@
-"""Every wiki under ``<data>/wikis``: creating them, and the bounded set of open repositories."""
+"""Every wiki under ``<data>/wikis``: creating them, and the bounded set of open repositories.
+
+Opening a repository is cheap (``WikiRepo`` does no I/O until asked; its packs and parsed trees live in
+process-wide caches that outlive it), so the bound on open repositories is about what each may hold: its
+packs (two descriptors for each memory-mapped one) and, once a read needed git, its ``git cat-file``
+processes. ``max_open`` shrinks to fit the file-descriptor limit.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import tempfile
 import threading
@@ -18,6 +25,7 @@ from worker.errors import WikiExists, WikiNotFound
 from worker.git.commits import SERVICE, Identity
 from worker.git.refs import fsync_dir
 from worker.git.repo import WikiRepo, object_id
+from worker.git.rollup import MAX_PACKS
 
 WIKI_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")  # \Z: "$" would let a trailing "\n" in
 
@@ -31,13 +39,26 @@ INITIAL_FILES: Mapping[str, bytes] = {
 }
 
 
-class GitStore:
-    """Every wiki under ``<data>/wikis``; open repositories kept in a bounded LRU."""
+MAX_OPEN = 32
+FDS_PER_REPO = 2 * MAX_PACKS + 8  # every pack mapped, plus the pipes of two git cat-file processes
+FDS_RESERVED = 256  # for everything else: sockets, Redis, logs, the process-wide pack cache's maps
 
-    def __init__(self, data_dir: Path, max_open: int = 32) -> None:
+
+def fitting_open_repos(wanted: int = MAX_OPEN) -> int:
+    """How many repositories may stay open under this process's file-descriptor limit (at least 4)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(4, min(wanted, (soft - FDS_RESERVED) // FDS_PER_REPO))
+
+
+class GitStore:
+    """Every wiki under ``<data>/wikis``; open repositories kept in a bounded LRU (see the module)."""
+
+    def __init__(self, data_dir: Path, max_open: int = MAX_OPEN) -> None:
         self.root = Path(data_dir) / "wikis"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.max_open = max_open
+        self.max_open = fitting_open_repos(max_open)
         self._open: OrderedDict[str, WikiRepo] = OrderedDict()
         self._lock = threading.Lock()
 
