@@ -24,9 +24,10 @@ from pathlib import Path
 import anyio.to_thread
 
 from worker.engine import NewFile, Plan
-from worker.engine.paths import DEFAULT_POLICY, path_problem
+from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, path_problem
 from worker.errors import BatchRejected, WikiExists, WikiNotFound
 from worker.git import INITIAL_FILES, SERVICE, GitStore, WikiRepo, object_id
+from worker.git.policy import policy_for
 from worker.git.remote import (
     Accepted,
     Moved,
@@ -52,6 +53,14 @@ class Head:
     repo: WikiRepo
     commit: str | None
     entry: WikiEntry | None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A wiki as a submission sees it: the zone policy its batches are checked against, and its head."""
+
+    policy: ZonePolicy
+    commit: str | None
 
 
 def tree_problems(repo: WikiRepo, commit: str | None) -> list[str]:
@@ -117,6 +126,18 @@ class Wikis:
             remote = self.remote(entry)
             await anyio.to_thread.run_sync(lambda: clone_or_init_cache(self.store.path(wiki), remote))
         return await anyio.to_thread.run_sync(lambda: self.store.open(wiki))
+
+    async def target(self, wiki: str) -> Target:
+        """What a submission to ``wiki`` needs, without reading its tree: its zone policy and the head it is
+        submitted on (a remote-backed wiki's cache is neither cloned nor fetched: the worker checks the
+        batch on the branch's head). ``WIKI_NOT_FOUND`` when there is no such wiki."""
+        entry = await self.entry(wiki)
+        if entry is not None:
+            return Target(policy_for(self.store.path(wiki)), entry.head)
+        repo = self.store.opened(wiki)
+        if repo is None:
+            repo = await anyio.to_thread.run_sync(lambda: self.store.open(wiki))
+        return Target(policy_for(repo.path), repo.head())
 
     async def head(self, wiki: str) -> Head:
         """``wiki`` ready to read at its head: for a remote-backed one, the head the registry names, fetched

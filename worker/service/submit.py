@@ -32,7 +32,6 @@ from worker.errors import (
     StorageUnavailable,
     WebhookRefused,
 )
-from worker.git.policy import policy_for
 from worker.jobs.events import job_accepted
 from worker.jobs.queue import NotDurable, enqueue_batch, ring_durably
 from worker.jobs.records import (
@@ -89,13 +88,12 @@ class Submissions:
         fails; nothing is then stored.
         """
         caller.require(wiki, "write")
-        at = await self.wikis.head(wiki)
-        repo = at.repo
+        at = await self.wikis.target(wiki)  # never a fetch: the worker checks the batch on the head
         settings = self.settings
         await check_rate(
             self.redis, caller.id, settings.rate_limit_submissions, settings.rate_limit_window_seconds
         )
-        check_static(batch, policy_for(repo.path), settings.limits)
+        check_static(batch, at.policy, settings.limits)
         if not caller.may_write_paths(wiki, batch_paths(batch)):
             # like the seeds: the whole batch is refused and the denied path is not named
             raise AccessDenied("your token may not write every path of this batch", code="FORBIDDEN")
