@@ -229,15 +229,7 @@ class Pack:
     def object_size(self, offset: int) -> int | None:
         """The size of the object at ``offset`` without building it (a delta's header says its result's)."""
         pack = self.pack
-        byte = pack[offset]
-        kind = (byte >> 4) & 7
-        size = byte & 0x0F
-        shift, pos = 4, offset + 1
-        while byte & 0x80:
-            byte = pack[pos]
-            pos += 1
-            size |= (byte & 0x7F) << shift
-            shift += 7
+        kind, size, pos = _entry_header(pack, offset)
         if kind in TYPE_NAMES:
             return size
         if kind == OBJ_OFS_DELTA:
@@ -258,15 +250,7 @@ class Pack:
         pack = self.pack
         chain: list[bytes] = []
         while True:
-            byte = pack[offset]
-            kind = (byte >> 4) & 7
-            size = byte & 0x0F
-            shift, pos = 4, offset + 1
-            while byte & 0x80:
-                byte = pack[pos]
-                pos += 1
-                size |= (byte & 0x7F) << shift
-                shift += 7
+            kind, size, pos = _entry_header(pack, offset)
             if kind in TYPE_NAMES:
                 data = self._inflate(pos, size)
                 for delta in reversed(chain):
@@ -292,6 +276,21 @@ class Pack:
                 offset = base
             else:
                 return None
+
+
+def _entry_header(pack: Buffer, offset: int) -> tuple[int, int, int]:
+    """``(type, size, offset of what follows)`` of the pack entry at ``offset`` (git's variable-length
+    header: the type in bits 4-6 of the first byte, the size in 4 bits then 7 bits a byte)."""
+    byte = pack[offset]
+    kind = (byte >> 4) & 7
+    size = byte & 0x0F
+    shift, pos = 4, offset + 1
+    while byte & 0x80:
+        byte = pack[pos]
+        pos += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    return kind, size, pos
 
 
 @dataclass(frozen=True)
