@@ -12,6 +12,7 @@ the long-poll answer (committed).
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -90,11 +91,65 @@ async def _drive_wiki(
     return last
 
 
+class CpuMeter:
+    """CPU seconds (user + system) that each process of a deployment, and this client, spent between
+    ``start`` and ``stop``: where the machine's two cores go per batch."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.before: dict[str, float] = {}
+        self.spent: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        found = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        found["client"] = time.process_time()
+        return found
+
+    def start(self) -> None:
+        """Begin counting."""
+        self.before = self._now()
+
+    def stop(self) -> None:
+        """Stop counting: ``spent`` holds each process's CPU seconds since ``start``."""
+        after = self._now()
+        self.spent = {name: after[name] - self.before[name] for name in after}
+
+    def rows(self, prefix: str, batches: int, note: str) -> list[Row]:
+        """One row per process: its CPU milliseconds per batch, and their sum."""
+        rows = [
+            Row(f"{prefix}.{name}", seconds / batches * 1000, "ms CPU", note if name == "api" else "")
+            for name, seconds in self.spent.items()
+        ]
+        total = sum(self.spent.values()) / batches * 1000
+        cores = os.cpu_count() or 1
+        rows.append(
+            Row(f"{prefix}.total", total, "ms CPU", f"at most {cores * 1000 / total:.0f}/s on {cores} cores")
+        )
+        return rows
+
+
+def service_pids(service: Service, **more: int) -> dict[str, int]:
+    """The process ids of a deployment with one worker: API, worker, Redis (and ``more``)."""
+    assert service.api is not None and service.redis.process is not None
+    return {
+        "api": service.api.pid,
+        "worker": service.workers[0].pid,
+        "redis": service.redis.process.pid,
+        **more,
+    }
+
+
 async def _sustained(
-    service: Service, workloads: dict[str, Workload], per_wiki: int, webhook: str | None = None
+    service: Service,
+    workloads: dict[str, Workload],
+    per_wiki: int,
+    webhook: str | None = None,
+    meter: CpuMeter | None = None,
 ) -> tuple[float, int]:
     limits = httpx.Limits(max_connections=32)
     async with httpx.AsyncClient(base_url=service.url, timeout=120, limits=limits) as client:
+        if meter is not None:
+            meter.start()
         start = time.perf_counter()
         lasts = await asyncio.gather(
             *(_drive_wiki(client, w, wl, per_wiki, webhook) for w, wl in workloads.items())
@@ -106,6 +161,8 @@ async def _sustained(
             ):
                 pass
         elapsed = time.perf_counter() - start
+        if meter is not None:
+            meter.stop()
         failed = 0
         for wiki in workloads:
             jobs = (await client.get(f"/v1/wikis/{wiki}/jobs", params={"limit": per_wiki})).json()["jobs"]
@@ -142,8 +199,6 @@ async def _arq_default_latency(redis_url: str, samples: int) -> list[float]:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])
-    import os
-
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -181,14 +236,16 @@ def section(ctx: Context) -> list[Row]:
         _wait_for_owners(service, 1)
         idle = _idle_cpu(service.workers[0].pid, 5 if ctx.quick else 10)
         _, latency = measure_latency(service, workloads["q0"], "q0", latency_n)
-        one_rate, one_failed = asyncio.run(_sustained(service, workloads, per_wiki))
+        plain = CpuMeter(service_pids(service))
+        one_rate, one_failed = asyncio.run(_sustained(service, workloads, per_wiki, meter=plain))
         port = free_port()  # the receiver runs in its own process, not sharing this client's GIL
         receiver = subprocess.Popen([sys.executable, "-m", "tests.e2e.receiver", str(port)])
+        hooked = CpuMeter(service_pids(service, receiver=receiver.pid))
         try:
-            hooked_rate, hooked_failed = asyncio.run(
-                _sustained(service, workloads, per_wiki, f"http://127.0.0.1:{port}/bench")
-            )
+            url = f"http://127.0.0.1:{port}/bench"
+            hooked_rate, hooked_failed = asyncio.run(_sustained(service, workloads, per_wiki, url, hooked))
             delivered = _await_deliveries(port, WIKIS * per_wiki)
+            hooked.stop()  # again: count the deliveries that came after the last job finished
         finally:
             receiver.terminate()
             receiver.wait()
@@ -235,6 +292,9 @@ def section(ctx: Context) -> list[Row]:
         Row("queue.sustained_over_engine_2", two_rate / engine_rate, "x", "2 workers on 2 cores"),
         Row("queue.failed_jobs", one_failed + two_failed + hooked_failed, "jobs", "must be 0"),
     ]
+    batches = WIKIS * per_wiki
+    rows += plain.rows("queue.cpu_per_batch", batches, "1 worker, sustained; CPU of each process / batches")
+    rows += hooked.rows("queue.cpu_per_batch_webhooks", batches, "the same with a webhook on every batch")
     rows += durability_rows(ctx)
     return rows
 
