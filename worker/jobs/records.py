@@ -205,24 +205,6 @@ return 1
 """
 IDEMPOTENCY_SECONDS = 24 * 3600
 
-_CLAIM_BYTES = """
-local held = tonumber(redis.call('GET', KEYS[2]) or '0')
-local size = tonumber(ARGV[2])
-if held + size > tonumber(ARGV[3]) then return held end
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], size) end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-return -1
-"""
-
-
-class QueuedBytesExceeded(Exception):
-    """The submitter already has ``held`` bytes of batches waiting; this one would pass the cap."""
-
-    def __init__(self, held: int) -> None:
-        super().__init__(f"{held} bytes queued")
-        self.held = held
-
 
 class JobStore:
     """Reads and writes job records, the per-wiki job index, idempotency keys and queued bytes.
@@ -237,7 +219,6 @@ class JobStore:
         self.retention = retention_seconds
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
         self._swap = redis.register_script(_SWAP)
-        self._claim = redis.register_script(_CLAIM_BYTES)
         self._create = redis.register_script(_CREATE)
         self._take_over = redis.register_script(_TAKE_OVER)
 
@@ -255,17 +236,6 @@ class JobStore:
     def queued_keys(submitter: str) -> tuple[str, str]:
         """The hash of a submitter's unfinished jobs (id -> bytes) and the counter of their total."""
         return keys.queued(submitter)
-
-    async def claim_bytes(self, record: JobRecord, cap: int) -> None:
-        """Count ``record.queued_bytes`` against its submitter's cap; ``QueuedBytesExceeded`` past it."""
-        held = int(
-            await self._claim(
-                keys=list(self.queued_keys(record.submitter)),
-                args=[record.job_id, record.queued_bytes, cap, self.retention],
-            )
-        )
-        if held >= 0:
-            raise QueuedBytesExceeded(held)
 
     async def release_bytes(self, record: JobRecord) -> None:
         """Give back the bytes of a job that was never queued."""
