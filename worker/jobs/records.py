@@ -15,7 +15,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +25,8 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from worker import keys
+from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.queue import dumps
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch
 
@@ -183,6 +186,68 @@ end
 return 1
 """
 
+# store records in order, each only while it holds the expected bytes (ARGV: expected, new per KEYS[i]);
+# stops at the first that does not: how many were stored
+_SWAP_MANY = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) ~= ARGV[2 * i - 1] then return i - 1 end
+  redis.call('SET', key, ARGV[2 * i], 'KEEPTTL')
+end
+return #KEYS
+"""
+
+# finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue, then
+# 8 per job: record, queued table, queued total, arq entry, arq retry, arq in-progress, webhook attempt 0's
+# arq entry and result. ARGV: 1 events channel, 2 webhook entry ttl ms, then 9 per job: job id, expected
+# bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
+# entry ('' none), its arq job id, its score. Returns a 1 or 0 per job: finished, or changed meanwhile.
+_FINISH_MANY = """
+local done = {}
+local jobs = (#KEYS - 2) / 8
+for i = 0, jobs - 1 do
+  local k, a = 2 + 8 * i, 2 + 9 * i
+  local id = ARGV[a + 1]
+  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
+    if ARGV[a + 4] ~= '' then
+      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'EX', ARGV[a + 4])
+    else
+      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'KEEPTTL')
+    end
+    redis.call('PUBLISH', ARGV[1], id)
+    if ARGV[a + 5] ~= '' and redis.call('HDEL', KEYS[k + 2], id) == 1 then
+      redis.call('DECRBY', KEYS[k + 3], ARGV[a + 5])
+    end
+    if ARGV[a + 6] ~= '' then
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('DEL', KEYS[k + 4], KEYS[k + 5], KEYS[k + 6])
+    end
+    if ARGV[a + 7] ~= '' and redis.call('EXISTS', KEYS[k + 7], KEYS[k + 8]) == 0 then
+      redis.call('PSETEX', KEYS[k + 7], ARGV[2], ARGV[a + 7])
+      redis.call('ZADD', KEYS[2], ARGV[a + 9], ARGV[a + 8])
+    end
+    done[#done + 1] = 1
+  else
+    done[#done + 1] = 0
+  end
+end
+return done
+"""
+WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
+
+
+@dataclass
+class Finishing:
+    """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
+    ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
+    commit took along, which arq never started)."""
+
+    before: JobRecord
+    stored: bytes
+    record: JobRecord
+    queue: str
+    dequeue: bool
+
+
 # create a record only while its idempotency key (KEYS[3]) still names it (ARGV[4]; '' = no key)
 _CREATE = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
@@ -220,6 +285,8 @@ class JobStore:
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
         self._swap = redis.register_script(_SWAP)
         self._create = redis.register_script(_CREATE)
+        self._swap_many = redis.register_script(_SWAP_MANY)
+        self._finish_many = redis.register_script(_FINISH_MANY)
         self._take_over = redis.register_script(_TAKE_OVER)
 
     @staticmethod
@@ -280,29 +347,99 @@ class JobStore:
         A finished record's change is announced on ``wikiq:events``; a record that finishes with this change
         drops its batch body and releases its queued bytes (see the class).
         """
+        return (await self.update_stored(job_id, change))[0]
+
+    async def update_stored(
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
+    ) -> tuple[JobRecord | None, bytes | None]:
+        """``update``, and the exact bytes now stored (for a later compare-and-set without reading them
+        again, ``finish_many``)."""
         key = self.key(job_id)
         while True:
             raw = await self.redis.get(key)
             if raw is None:
-                return None
+                return None, None
             current = JobRecord.model_validate_json(raw)
             # a second parse is the copy ``change`` may edit: ~5x cheaper than ``model_copy(deep=True)``
             changed = change(JobRecord.model_validate_json(raw))
             if changed is None:
-                return current
-            finishing = changed.status in FINISHED and current.status not in FINISHED
-            ttl, release = "", ""
-            if finishing:
-                changed.batch = None
-                release = str(changed.queued_bytes) if changed.submitter else ""
-                if changed.dry_run:
-                    ttl = str(self.dry_run_retention)
+                return current, raw
+            body, ttl, release = self._changed(current, changed)
             channel = EVENTS if changed.status in FINISHED else ""
             table, total = self.queued_keys(changed.submitter)
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
-            body = changed.model_dump_json(exclude_defaults=True)
             if await self._swap(keys=[key, table, total], args=[raw, body, channel, job_id, ttl, release]):
-                return changed
+                return changed, body.encode()
+
+    def _changed(self, current: JobRecord, changed: JobRecord) -> tuple[str, str, str]:
+        """The bytes to store for ``current`` becoming ``changed``, its new ttl ('' = keep) and the queued
+        bytes to give back ('' = none): a record that finishes drops its body and its bytes."""
+        ttl, release = "", ""
+        if changed.status in FINISHED and current.status not in FINISHED:
+            changed.batch = None
+            release = str(changed.queued_bytes) if changed.submitter else ""
+            if changed.dry_run:
+                ttl = str(self.dry_run_retention)
+        return changed.model_dump_json(exclude_defaults=True), ttl, release
+
+    async def swap_many(self, items: Sequence[tuple[str, bytes, JobRecord]]) -> int:
+        """Store each ``(job_id, expected bytes, new record)`` in order, each only if its record still holds
+        exactly the expected bytes, stopping at the first that does not (none of these changes may finish
+        a job): how many were stored. One round trip for all."""
+        if not items:
+            return 0
+        names = [self.key(job_id) for job_id, _, _ in items]
+        args: list[bytes | str] = []
+        for _, expected, record in items:
+            args += [expected, record.model_dump_json(exclude_defaults=True)]
+        return int(await self._swap_many(keys=names, args=args))
+
+    async def finish_many(self, items: Sequence[Finishing]) -> list[bool]:
+        """Finish several running jobs in one atomic script (one round trip), each only if its record still
+        holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body dropped, queued
+        bytes given back, announced on ``wikiq:events``), and with it, for a job taken along by a group
+        commit (``dequeue``), its arq entry out of its queue, and the first attempt of its webhook queued.
+        Whether each was finished (a record that changed meanwhile is not: finish it with ``update``)."""
+        if not items:
+            return []
+        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE]
+        now = now_ms()
+        args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
+        for item in items:
+            record = item.record
+            table, total = self.queued_keys(record.submitter)
+            entry, _, in_progress, retry = job_keys(record.job_id)
+            hook_id = f"wh:{record.job_id}:{record.webhook.round}:0" if record.webhook is not None else ""
+            hook_entry, hook_result, _, _ = job_keys(hook_id)
+            names += [
+                self.key(record.job_id),
+                table,
+                total,
+                entry,
+                retry,
+                in_progress,
+                hook_entry,
+                hook_result,
+            ]
+            hook = (
+                job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
+                if record.webhook is not None
+                else ""
+            )
+            body, ttl, release = self._changed(item.before, record)
+            args += [
+                record.job_id,
+                item.stored,
+                body,
+                ttl,
+                release,
+                "1" if item.dequeue else "",
+                hook,
+                hook_id,
+                now,
+            ]
+        done = await self._finish_many(keys=names, args=args)
+        return [bool(flag) for flag in done]
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
         """A wiki's recent jobs, newest first, optionally only those with ``status``."""
