@@ -28,7 +28,7 @@ from worker import keys
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.queue import dumps
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
-from worker.schema.edits import Batch
+from worker.schema.edits import Batch, Rename
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -86,7 +86,8 @@ class BatchSummary(BaseModel):
             message=batch.message[:1000],
             dry_run=batch.dry_run,
             edits=[
-                EditSummary(op=e.op, path=e.path, new_path=getattr(e, "new_path", None)) for e in batch.edits
+                EditSummary(op=e.op, path=e.path, new_path=e.new_path if isinstance(e, Rename) else None)
+                for e in batch.edits
             ],
         )
 
