@@ -184,7 +184,10 @@ async def _sustained(
     per_wiki: int,
     webhook: str | None = None,
     meter: CpuMeter | None = None,
+    clock: list[float] | None = None,
 ) -> tuple[float, int]:
+    """Batches/s from the first POST until every wiki's last job finished, and how many failed;
+    ``clock`` gets the start's ``time.monotonic()``."""
     limits = httpx.Limits(max_connections=32)
     bodies = {
         wiki: [json.dumps(_batch_json(workload, webhook)).encode() for _ in range(per_wiki)]
@@ -195,6 +198,8 @@ async def _sustained(
         if meter is not None:
             meter.start()
         start = time.perf_counter()
+        if clock is not None:
+            clock.append(time.monotonic())
         lasts = await asyncio.gather(*(_drive_wiki(submitters[w], w, b) for w, b in bodies.items()))
         for submitter in submitters.values():
             await submitter.close()
@@ -287,9 +292,14 @@ def section(ctx: Context) -> list[Row]:
         hooked = CpuMeter(service_pids(service, receiver=receiver.pid))
         try:
             url = f"http://127.0.0.1:{port}/bench"
-            hooked_rate, hooked_failed = asyncio.run(_sustained(service, workloads, per_wiki, url, hooked))
+            started: list[float] = []
+            hooked_jobs_rate, hooked_failed = asyncio.run(
+                _sustained(service, workloads, per_wiki, url, hooked, started)
+            )
             delivered = _await_deliveries(port, WIKIS * per_wiki)
             hooked.stop()  # again: count the deliveries that came after the last job finished
+            last = float(httpx.get(f"http://127.0.0.1:{port}/last", timeout=5).text)
+            hooked_rate = WIKIS * per_wiki / (last - started[0])  # until the last webhook arrived
         finally:
             receiver.terminate()
             receiver.wait()
@@ -322,7 +332,13 @@ def section(ctx: Context) -> list[Row]:
             "queue.sustained_1_worker_webhooks_per_s",
             hooked_rate,
             "batches/s",
-            "same, every batch with a webhook",
+            "same, every batch with a webhook: until the last webhook arrived",
+        ),
+        Row(
+            "queue.sustained_1_worker_webhooks_jobs_per_s",
+            hooked_jobs_rate,
+            "batches/s",
+            "the same run until the last job finished",
         ),
         Row("queue.webhooks_over_plain", hooked_rate / one_rate, "x", "target ≥ 0.9 (at most a 10% drop)"),
         Row(

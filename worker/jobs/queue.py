@@ -358,7 +358,7 @@ async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, de
         job_id,
         round_,
         attempt,
-        _job_id=f"wh:{job_id}:{round_}:{attempt}",
+        _job_id=keys.attempt(job_id, round_, attempt),
         _queue_name=keys.WEBHOOK_QUEUE,
         _defer_by=delay,
     )

@@ -240,14 +240,54 @@ WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (
 class Finishing:
     """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
     ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
-    commit took along, which arq never started)."""
+    commit took along, which arq never started); ``hook_defer_ms``: queue the first attempt of its webhook
+    that much later (a safety net, when this process sends that attempt itself). ``body`` is set to the
+    bytes stored for the finished record."""
 
     before: JobRecord
     stored: bytes
     record: JobRecord
     queue: str
     dequeue: bool
+    hook_defer_ms: int = 0
+    body: bytes = b""
 
+
+@dataclass
+class FirstAttempt:
+    """The first attempt of a job's webhook, sent by the process that finished the job, to record with
+    ``JobStore.note_first_attempts``: the record as stored (exactly ``stored``) and after the attempt, and
+    the next attempt's arq entry (None: no more attempts) with its score."""
+
+    stored: bytes
+    record: JobRecord
+    next_entry: bytes | None
+    next_score_ms: int
+
+
+# record first attempts sent by the finishing process (``JobStore.note_first_attempts``). KEYS: 1 the
+# webhook queue, then 4 per job: record, attempt 0's arq entry, the next attempt's arq entry and result.
+# ARGV: 1 entry ttl ms, then 6 per job: expected bytes, new bytes, attempt 0's arq id, next entry ('' none),
+# its arq id, its score. Returns a 1 or 0 per job: recorded, or changed meanwhile.
+_NOTE_FIRST = """
+local done = {}
+for i = 0, (#KEYS - 1) / 4 - 1 do
+  local k, a = 1 + 4 * i, 1 + 6 * i
+  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 1] then
+    redis.call('SET', KEYS[k + 1], ARGV[a + 2], 'KEEPTTL')
+    redis.call('ZREM', KEYS[1], ARGV[a + 3])
+    redis.call('DEL', KEYS[k + 2])
+    if ARGV[a + 4] ~= '' and redis.call('EXISTS', KEYS[k + 3], KEYS[k + 4]) == 0 then
+      redis.call('PSETEX', KEYS[k + 3], ARGV[1], ARGV[a + 4])
+      redis.call('ZADD', KEYS[1], ARGV[a + 6], ARGV[a + 5])
+    end
+    done[#done + 1] = 1
+  else
+    done[#done + 1] = 0
+  end
+end
+return done
+"""
 
 # create a record only while its idempotency key (KEYS[3]) still names it (ARGV[4]; '' = no key)
 _CREATE = """
@@ -288,6 +328,7 @@ class JobStore:
         self._create = redis.register_script(_CREATE)
         self._swap_many = redis.register_script(_SWAP_MANY)
         self._finish_many = redis.register_script(_FINISH_MANY)
+        self._note_first = redis.register_script(_NOTE_FIRST)
         self._take_over = redis.register_script(_TAKE_OVER)
 
     @staticmethod
@@ -410,36 +451,39 @@ class JobStore:
             record = item.record
             table, total = self.queued_keys(record.submitter)
             entry, _, in_progress, retry = job_keys(record.job_id)
-            hook_id = f"wh:{record.job_id}:{record.webhook.round}:0" if record.webhook is not None else ""
+            hook: bytes | str = ""
+            hook_id = ""
+            if record.webhook is not None:
+                hook_id = keys.attempt(record.job_id, record.webhook.round, 0)
+                hook = job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
             hook_entry, hook_result, _, _ = job_keys(hook_id)
-            names += [
-                self.key(record.job_id),
-                table,
-                total,
-                entry,
-                retry,
-                in_progress,
-                hook_entry,
-                hook_result,
-            ]
-            hook = (
-                job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
-                if record.webhook is not None
-                else ""
-            )
+            names += [self.key(record.job_id), table, total, entry, retry, in_progress]
+            names += [hook_entry, hook_result]
             body, ttl, release = self._changed(item.before, record)
-            args += [
-                record.job_id,
-                item.stored,
-                body,
-                ttl,
-                release,
-                "1" if item.dequeue else "",
-                hook,
-                hook_id,
-                now,
-            ]
+            item.body = body.encode()
+            dequeue = "1" if item.dequeue else ""
+            args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
+            args.append(now + item.hook_defer_ms)
         done = await self._finish_many(keys=names, args=args)
+        return [bool(flag) for flag in done]
+
+    async def note_first_attempts(self, items: Sequence[FirstAttempt]) -> list[bool]:
+        """Record first webhook attempts in one script (one round trip), each only if its record still
+        holds exactly ``stored``: the record after the attempt, attempt 0's arq entry (the safety net)
+        gone, the next attempt queued. Whether each was recorded (else: record it with ``update``)."""
+        if not items:
+            return []
+        names: list[str] = [keys.WEBHOOK_QUEUE]
+        args: list[bytes | str | int] = [WEBHOOK_ENTRY_MS]
+        for item in items:
+            record = item.record
+            assert record.webhook is not None
+            first = keys.attempt(record.job_id, record.webhook.round, 0)
+            after = keys.attempt(record.job_id, record.webhook.round, 1)
+            names += [self.key(record.job_id), job_keys(first)[0], *job_keys(after)[:2]]
+            body = record.model_dump_json(exclude_defaults=True)
+            args += [item.stored, body, first, item.next_entry or "", after, item.next_score_ms]
+        done = await self._note_first(keys=names, args=args)
         return [bool(flag) for flag in done]
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:

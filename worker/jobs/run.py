@@ -254,21 +254,28 @@ def _storage_failed(record: JobRecord, fault: WikiqError) -> Outcome:
 async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> None:
     """Record every outcome: those handed over with their stored bytes in one script (``finish_many``,
     which also queues their webhooks and takes followers out of arq's queue), the rest one by one."""
+    first = ctx.get("first_attempts")
     batched: list[tuple[Outcome, Finishing]] = []
     for outcome in outcomes:
         if outcome.record is not None and outcome.stored is not None:
             finished = _finish(outcome.result, outcome.error)(JobRecord.model_validate_json(outcome.stored))
             if finished is not None:
                 queue = queue_name(outcome.record.partition)
-                batched.append(
-                    (outcome, Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower))
-                )
+                item = Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower)
+                if first is not None and finished.webhook is not None:
+                    item.hook_defer_ms = first.defer_ms  # this process sends it; arq's entry is the net
+                batched.append((outcome, item))
     done = await _finish_many(ctx, deps, [item for _, item in batched]) if batched else []
     recorded = set()
+    hooked: list[tuple[JobRecord, bytes]] = []
     for (outcome, item), flag in zip(batched, done, strict=True):
         if flag:
             recorded.add(outcome.job_id)
             telemetry.job_finished(item.record)
+            if item.hook_defer_ms:
+                hooked.append((item.record, item.body))
+    if first is not None and hooked:
+        first.start(hooked)
     for outcome in outcomes:
         if outcome.job_id not in recorded:
             await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
