@@ -98,10 +98,12 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
     ]
     ids = [job_id for job_id in ids if job_id != first.job_id]
     raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
-    chosen: list[tuple[str, bytes, JobRecord]] = []
+    chosen: list[tuple[str, bytes, bytes]] = []
+    records: list[JobRecord] = []
     size = 0
+    mark = f'"wiki":"{first.wiki}"'.encode()  # records are compact JSON: others' are skipped unparsed
     for raw in raws:
-        if raw is None:
+        if raw is None or mark not in raw:
             continue
         record = JobRecord.model_validate_json(raw)
         if record.wiki != first.wiki or record.status in ("succeeded", "failed", "cancelled"):
@@ -112,14 +114,15 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
         if chosen and size > GROUP_BYTES:
             break
         record.status, record.runs, record.started_ms = "running", record.runs + 1, now_ms()
-        chosen.append((record.job_id, raw, record))
+        chosen.append((record.job_id, raw, record.model_dump_json(exclude_defaults=True).encode()))
+        records.append(record)
         if len(chosen) >= GROUP_MAX - 1:
             break
     stored = await deps.jobs.swap_many(chosen)
     members = []
-    for _, _, record in chosen[:stored]:
+    for (_, _, body), record in zip(chosen[:stored], records, strict=False):
         telemetry.job_started(record)
-        members.append(Member(record, record.model_dump_json(exclude_defaults=True).encode(), False, True))
+        members.append(Member(record, body, False, True))
     return members
 
 
@@ -131,7 +134,7 @@ async def release(deps: Deps, members: list[Member]) -> None:
             continue
         record = member.record.model_copy()
         record.status, record.runs, record.started_ms = "queued", record.runs - 1, None
-        items.append((record.job_id, member.stored, record))
+        items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
     await deps.jobs.swap_many(items)
 
 

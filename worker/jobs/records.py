@@ -424,16 +424,16 @@ class JobStore:
                 ttl = str(self.dry_run_retention)
         return changed.model_dump_json(exclude_defaults=True), ttl, release
 
-    async def swap_many(self, items: Sequence[tuple[str, bytes, JobRecord]]) -> int:
-        """Store each ``(job_id, expected bytes, new record)`` in order, each only if its record still holds
+    async def swap_many(self, items: Sequence[tuple[str, bytes, bytes]]) -> int:
+        """Store each ``(job_id, expected bytes, new bytes)`` in order, each only if its record still holds
         exactly the expected bytes, stopping at the first that does not (none of these changes may finish
         a job): how many were stored. One round trip for all."""
         if not items:
             return 0
         names = [self.key(job_id) for job_id, _, _ in items]
-        args: list[bytes | str] = []
-        for _, expected, record in items:
-            args += [expected, record.model_dump_json(exclude_defaults=True)]
+        args: list[bytes] = []
+        for _, expected, new in items:
+            args += [expected, new]
         return int(await self._swap_many(keys=names, args=args))
 
     async def finish_many(self, items: Sequence[Finishing]) -> list[bool]:

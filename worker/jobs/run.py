@@ -258,7 +258,8 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
     batched: list[tuple[Outcome, Finishing]] = []
     for outcome in outcomes:
         if outcome.record is not None and outcome.stored is not None:
-            finished = _finish(outcome.result, outcome.error)(JobRecord.model_validate_json(outcome.stored))
+            # a shallow copy is enough: finishing only assigns fields of the record
+            finished = _finish(outcome.result, outcome.error)(outcome.record.model_copy())
             if finished is not None:
                 queue = queue_name(outcome.record.partition)
                 item = Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower)

@@ -82,7 +82,9 @@ class FirstAttempts:
             for (record, stored), outcome in zip(finished, outcomes, strict=True):
                 assert record.webhook is not None
                 delay = None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
-                after = noting(record.webhook.round, outcome, delay)(record.model_copy(deep=True))
+                copy = record.model_copy()  # the attempt changes only the webhook: copy that deeply
+                copy.webhook = record.webhook.model_copy(deep=True)
+                after = noting(record.webhook.round, outcome, delay)(copy)
                 assert after is not None
                 now = now_ms()
                 entry = None
