@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import ssl
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -53,6 +54,8 @@ class _Reading:
     headers_done: bool = False
     complete: bool = False
     body: int = 0
+    keep_alive: bool = False
+    parser: Any = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"retry-after":
@@ -60,6 +63,7 @@ class _Reading:
 
     def on_headers_complete(self) -> None:
         self.headers_done = True
+        self.keep_alive = bool(self.parser.should_keep_alive())  # llhttp forgets it once the message ends
 
     def on_body(self, body: bytes) -> None:
         self.body += len(body)
@@ -166,7 +170,7 @@ class WebhookSender:
     async def _exchange(connection: _Connection, request: bytes) -> tuple[Answer, bool]:
         """Send ``request`` and read the answer: it, and whether the connection may be used again."""
         reading = _Reading()
-        parser = httptools.HttpResponseParser(reading)
+        parser = reading.parser = httptools.HttpResponseParser(reading)
         got = False
         try:
             connection.writer.write(request)
@@ -191,7 +195,7 @@ class WebhookSender:
             raise SendError(f"RemoteProtocolError: {exc}") from None
         except (OSError, ssl.SSLError) as exc:
             raise SendError(f"NetworkError: {exc}") from None
-        return Answer(parser.get_status_code(), reading.retry_after), parser.should_keep_alive()
+        return Answer(parser.get_status_code(), reading.retry_after), reading.keep_alive
 
     async def aclose(self) -> None:
         """Close every idle connection."""
