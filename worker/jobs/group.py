@@ -18,7 +18,8 @@ from a dead run stops the group, so it is applied before anything accepted after
 rewrites links or replaces across pages stops it too (it reads many pages through git, which cannot see
 the group's objects before they land: it runs as the next head). A follower whose check fails unexpectedly
 (not a refusal) is left out with everything behind it, and followers not landed are given back
-(``queued`` again, ``release``), so one bad batch cannot fail the others.
+(``queued`` again, ``release``; their next run looks for their commit first), so one bad batch cannot
+fail the others.
 """
 
 from __future__ import annotations
@@ -122,18 +123,19 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
     members = []
     for (_, _, body), record in zip(chosen[:stored], records, strict=False):
         telemetry.job_started(record)
-        members.append(Member(record, body, False, True))
+        members.append(Member(record, body, record.runs > 1, True))  # > 1: given back by an earlier group
     return members
 
 
 async def release(deps: Deps, members: list[Member]) -> None:
-    """Give back followers that were not landed: ``queued`` again, as they were before ``claim``."""
+    """Give back followers that were not landed: ``queued`` again, their run counted, so that whichever
+    run takes them next looks for their own commit first (safe even if the group did land)."""
     items = []
     for member in members:
         if not member.follower or member.stored is None:
             continue
         record = member.record.model_copy()
-        record.status, record.runs, record.started_ms = "queued", record.runs - 1, None
+        record.status, record.started_ms = "queued", None  # runs kept: its next run looks for its commit
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
     await deps.jobs.swap_many(items)
 
