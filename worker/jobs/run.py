@@ -229,7 +229,8 @@ async def _apply_local(deps: Deps, record: JobRecord, stored: bytes | None) -> l
     policy = policy_for(repo.path)
     limits = deps.settings.limits
     members = [Member(record, stored, record.runs > 1, follower=False)]
-    members += await group.claim(deps, record)
+    if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
+        members += await group.claim(deps, record)
     try:
         run = await asyncio.to_thread(group.run_group, repo, policy, limits, members)
     except BaseException:
