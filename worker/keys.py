@@ -70,3 +70,8 @@ def once(what: str) -> str:
 def ui_session(session_id: str) -> str:
     """A status-page session: the SHA-256 of the token that signed in."""
     return "wikiq:ui-session:" + hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def attempt(job_id: str, round_: int, number: int) -> str:
+    """The arq job id of one webhook delivery attempt (a second enqueue of the same attempt is a no-op)."""
+    return f"wh:{job_id}:{round_}:{number}"

@@ -45,7 +45,9 @@ from worker.jobs.registry import WikiRegistry
 from worker.jobs.wikis import Wikis
 from worker.settings import Settings
 from worker.telemetry.metrics import RECORDER
-from worker.webhooks.deliver import deliver_webhook, signer_for, webhook_client
+from worker.webhooks.deliver import deliver_webhook, signer_for
+from worker.webhooks.first import FirstAttempts
+from worker.webhooks.http import WebhookSender
 
 log = logging.getLogger("wikiq.worker")
 
@@ -74,6 +76,7 @@ class WorkerProcess:
         self.runners: dict[int, PartitionRunner] = {}
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
+        self.first: FirstAttempts | None = None  # set by ``run`` when webhooks can be signed
 
     def _webhook_worker(self, ctx: JobContext) -> Worker:
         settings = self.settings
@@ -107,14 +110,12 @@ class WorkerProcess:
     async def run(self) -> None:
         """Serve until ``stop()``; then finish jobs in flight and hand back every lease."""
         settings = self.settings
-        http = webhook_client(settings.webhook_allow_private, settings.webhook_timeout)
-        ctx: JobContext = {
-            "deps": self.deps,
-            "redis": self.redis,
-            "http": http,
-            "signer": signer_for(settings.webhook_secret),
-            "rng": random.Random(),
-        }
+        http = WebhookSender(settings.webhook_allow_private, settings.webhook_timeout)
+        signer = signer_for(settings.webhook_secret)
+        rng = random.Random()
+        ctx: JobContext = {"deps": self.deps, "redis": self.redis, "http": http, "signer": signer, "rng": rng}
+        if signer is not None:
+            self.first = FirstAttempts(settings, self.deps.jobs, self.redis, http, signer, rng)
         webhook_workers: list[Worker] = []
         tasks = [
             asyncio.create_task(self._lease_loop()),
@@ -135,6 +136,8 @@ class WorkerProcess:
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
             if deliveries:  # let deliveries in flight finish (bounded)
                 await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
+            if self.first is not None:
+                await self.first.close(settings.webhook_timeout)
             await http.aclose()
             self.deps.store.close()
 
@@ -172,7 +175,7 @@ class WorkerProcess:
                 if len(self.runners) >= target:
                     break
                 if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
-                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id, self.first)
                     self.runners[partition] = runner
                     runner.start()
                     log.info("partition %s: lease taken by %s", partition, self.id)

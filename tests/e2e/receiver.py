@@ -93,35 +93,44 @@ def running_receiver() -> Iterator[Receiver]:
 
 
 def main() -> None:
-    """``python -m tests.e2e.receiver PORT``: answer 200 to every POST; ``GET /count`` says how many came."""
+    """``python -m tests.e2e.receiver PORT``: answer 200 to every POST (HTTP/1.1, connections kept alive,
+    as any production web server does); ``GET /count`` says how many came, ``GET /last`` when the last one
+    came (``time.monotonic()``, the same clock in every process of the machine). One asyncio loop, so the
+    receiver costs the machine it shares with the benchmark little CPU per request."""
+    import asyncio
     import sys
 
     count = 0
-    lock = threading.Lock()
+    last = 0.0
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            nonlocal count
-            self.rfile.read(int(self.headers.get("content-length", "0")))
-            with lock:
-                count += 1
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count, last
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                request, *lines = head.decode("latin-1").split("\r\n")
+                length = 0
+                for line in lines:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                if request.startswith("POST "):
+                    count += 1
+                    last = time.monotonic()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                else:
+                    body = str(last if request.startswith("GET /last ") else count).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
 
-        def do_GET(self) -> None:
-            body = str(count).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    async def run() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", int(sys.argv[1]))
+        async with server:
+            await server.serve_forever()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
-    server.daemon_threads = True
-    server.serve_forever()
+    asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.worker import Worker, func
 
-from worker.jobs.arq_compat import poll_once
+from worker.jobs.arq_compat import job_entry, job_keys, poll_once
 from worker.jobs.queue import connect, dumps, loads
 from worker.redis_server import RedisServer
 
@@ -49,4 +49,23 @@ async def test_one_poll_starts_a_due_job(redis_server: RedisServer) -> None:
         assert await redis.zcard("compat:queue") == 0
     finally:
         await worker.close()
+        await redis.aclose()
+
+
+async def test_job_entry_is_what_enqueue_job_stores(redis_server: RedisServer) -> None:
+    """``job_entry`` builds the bytes arq's own ``enqueue_job`` stores (wikiq's scripts queue jobs with
+    it), and ``job_keys`` names the keys arq uses for a job."""
+    redis = await connect(redis_server.url)
+    try:
+        await redis.enqueue_job("apply_batch", "compat-2", _job_id="compat-2", _queue_name="compat:q2")
+        stored = loads(await redis.get(job_key_prefix + "compat-2"))
+        ours = loads(job_entry("apply_batch", ("compat-2",), stored["et"], dumps))
+        assert ours == stored
+        assert job_keys("compat-2") == (
+            "arq:job:compat-2",
+            "arq:result:compat-2",
+            "arq:in-progress:compat-2",
+            "arq:retry:compat-2",
+        )
+    finally:
         await redis.aclose()

@@ -17,6 +17,9 @@ import pytest_asyncio
 
 from tests.gitutil import blob_id
 from tests.service.harness import Deployment, check_job, create, expect_error
+from worker import keys
+from worker.jobs.queue import loads
+from worker.service.caller import SINGLE_USER_ID
 
 MIB = 1024 * 1024
 SETTINGS = {"max_body_bytes": 24 * MIB}  # room for the 8 MiB content limits to be reached before the body's
@@ -503,3 +506,39 @@ async def test_concurrent_submissions_with_one_key_make_one_job(dep: Deployment)
     check_job(await dep.wait(job_id), wiki, "succeeded")
     assert [j["job_id"] for j in await dep.jobs(wiki)] == [job_id]
     assert len(await dep.commits(wiki)) == 2
+
+
+async def _command_calls(redis: Any) -> dict[str, int]:
+    """Calls per command since the server started (``INFO commandstats``; commands run by scripts count)."""
+    stats = await redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+
+
+async def test_acceptance_is_one_script_and_the_durability_wait(fresh: Any) -> None:
+    """A submission stores its record, queued bytes, arq job and doorbell in ONE atomic script, sent with
+    ``WAITAOF`` in one round trip (no arq ``WATCH``/``MULTI`` transaction); what it stores is a job arq
+    runs once the worker is back."""
+    async with fresh(max_queued_bytes=10 * MIB) as dep:
+        wiki = await dep.new_wiki("onestep")
+        await dep.apply(
+            wiki, {"message": "first", "edits": [create("wiki/first.md")]}
+        )  # Redis knows the script
+        async with dep.worker.paused():
+            before = await _command_calls(dep.redis)
+            answer = await dep.submit(wiki, {"message": "one step", "edits": [create("wiki/one.md")]})
+            after = await _command_calls(dep.redis)
+            assert answer.status_code == 202, answer.text
+            job_id = answer.json()["job_id"]
+            spent = {
+                name: after[name] - before.get(name, 0) for name in after if after[name] > before.get(name, 0)
+            }
+            assert spent.get("evalsha") == 1 and spent.get("waitaof") == 1, spent
+            assert not {"watch", "multi", "exec", "eval"} & set(spent), spent
+            queued = [raw.decode() for p in range(2) for raw in await dep.redis.zrange(keys.queue(p), 0, -1)]
+            assert queued == [job_id]
+            entry = loads(await dep.redis.get(f"arq:job:{job_id}"))
+            assert (entry["f"], entry["a"]) == ("apply_batch", [job_id])
+            assert int(await dep.redis.get(keys.queued(SINGLE_USER_ID)[1]) or 0) > 0
+            assert sum([await dep.redis.llen(keys.bell(p)) for p in range(2)]) == 1
+        job = await dep.wait(job_id)
+        assert job["status"] == "succeeded", job

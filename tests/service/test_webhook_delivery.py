@@ -9,6 +9,7 @@ signer, and a seeded ``random.Random``. The delay each retry was queued with is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Callable
@@ -367,3 +368,98 @@ async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callabl
     assert body["timestamp"] == job["finished_at"]
     assert body["data"]["job_id"] == job["job_id"] and body["data"]["status"] == "succeeded"
     assert body["data"]["webhook"]["url"] == URL  # the receiver is the submitter's own: not redacted
+
+
+class Capture:
+    """A ``FirstAttempts`` stand-in that keeps what it is handed (the attempt is then never recorded, as
+    when the worker dies before sending it)."""
+
+    def __init__(self, defer_ms: int) -> None:
+        self.defer_ms = defer_ms
+        self.finished: list[tuple[Any, bytes]] = []
+
+    def start(self, finished: list[tuple[Any, bytes]]) -> None:
+        self.finished += finished
+
+
+async def _finished_with(dep: Deployment, ctx: JobContext) -> dict[str, Any]:
+    """A job with a webhook, run by ``apply_batch`` with ``ctx`` (the worker paused meanwhile)."""
+    from worker.jobs.run import apply_batch
+
+    wiki = await dep.new_wiki("first")
+    batch = {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": URL}}
+    async with dep.worker.paused():
+        job_id = await dep.submit_ok(wiki, batch)
+        assert await apply_batch(ctx, job_id) == "succeeded"
+    return await dep.wait(job_id)
+
+
+async def test_a_first_attempt_sent_by_the_finishing_worker_leaves_arq_a_deferred_safety_net(
+    dep: Deployment,
+) -> None:
+    """When the finishing process sends the first attempt itself, arq's attempt 0 is queued ``defer_ms``
+    later (sent by any worker if that process dies first) and the job is handed over with its stored bytes."""
+    ctx = dep.worker.context()
+    capture = Capture(defer_ms=25_000)
+    ctx["first_attempts"] = capture
+    job = await _finished_with(dep, ctx)
+    assert await queued_delay(dep, job["job_id"], 0, 0) == 25.0
+    ((record, stored),) = capture.finished
+    assert record.job_id == job["job_id"] and record.webhook_event is not None
+    assert stored == await dep.redis.get(f"wikiq:job:{job['job_id']}")
+
+
+@pytest.mark.parametrize(
+    ("reply", "state", "next_delay"), [(200, "delivered", None), (500, "pending", SCHEDULE[1])]
+)
+async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
+    dep: Deployment, reply: int, state: str, next_delay: float | None
+) -> None:
+    """``FirstAttempts`` POSTs the signed event, records the attempt on the job in one script, drops arq's
+    attempt 0 and, after a failure, queues attempt 1 on the schedule (±20 %)."""
+    from worker.webhooks.first import FirstAttempts
+    from worker.webhooks.http import WebhookSender
+
+    got: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = [
+            int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")
+        ]
+        got.append(head + await reader.readexactly(length[0]))
+        writer.write(b"HTTP/1.1 %d X\r\ncontent-length: 0\r\n\r\n" % reply)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+    sender = WebhookSender(allow_private=True, timeout=5)
+    signer = signer_for(TEST_SECRET)
+    assert signer is not None
+    first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+    ctx = dep.worker.context()
+    ctx["first_attempts"] = first
+    from worker.jobs.run import apply_batch
+
+    wiki = await dep.new_wiki("first")
+    async with server, dep.worker.paused():
+        job_id = await dep.submit_ok(
+            wiki, {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}
+        )
+        assert await apply_batch(ctx, job_id) == "succeeded"
+        await first.close(10)
+    await sender.aclose()
+    (request,) = got
+    head, body = request.split(b"\r\n\r\n", 1)
+    headers = dict(line.decode().split(": ", 1) for line in head.split(b"\r\n")[1:])
+    event = Webhook(TEST_SECRET).verify(body, {k.lower(): v for k, v in headers.items()})
+    assert event["data"]["job_id"] == job_id
+    webhook = await webhook_of(dep, job_id)
+    assert webhook["state"] == state and [a["status"] for a in webhook["attempts"]] == [reply]
+    assert await queued_delay(dep, job_id, 0, 0) is None
+    delay = await queued_delay(dep, job_id, 0, 1)
+    if next_delay is None:
+        assert delay is None
+    else:
+        assert delay is not None and next_delay * 0.8 - 0.01 <= delay <= next_delay * 1.2 + 0.01

@@ -41,6 +41,7 @@ from worker.git.objects import (
     OBJ_COMMIT,
     OBJ_TREE,
     TREE_MODE,
+    TYPE_NAMES,
     PackedObject,
     PendingPack,
     Tree,
@@ -95,6 +96,7 @@ class WikiRepo:
         self.packed = PackReader(self.packs)  # in-process reads; git cat-file for anything else
         self.maintenance = Maintenance(path)
         self._text: TextIndex | None = None
+        self._pending: dict[bytes, PackedObject] = {}  # objects of an open ``CommitGroup``, not yet on disk
 
     @property
     def repo(self) -> git.Repo:
@@ -121,15 +123,28 @@ class WikiRepo:
 
     def _read(self, oid: str) -> tuple[str, bytes]:
         with self.lock:
+            if self._pending:
+                mine = self._pending.get(bytes.fromhex(oid))
+                if mine is not None:
+                    return TYPE_NAMES[mine.kind].decode(), mine.data
             found = self.packed.read(bytes.fromhex(oid))
             if found is not None:
                 return found[0].decode(), found[1]
             stream = self.repo.odb.stream(bytes.fromhex(oid))
             return stream.type.decode() if isinstance(stream.type, bytes) else stream.type, stream.read()
 
+    def pending(self, oid: str | None = None) -> bool:
+        """True while a ``CommitGroup`` holds objects not written yet (``oid``: that object is one of them);
+        git itself (``git grep``, ``git cat-file``) cannot see those."""
+        if oid is None:
+            return bool(self._pending)
+        return bytes.fromhex(oid) in self._pending
+
     def has_object(self, oid: str) -> bool:
         """True when object ``oid`` is in this repository (in a pack, or loose)."""
         with self.lock:
+            if self.pending(oid):
+                return True
             if self.packed.size(bytes.fromhex(oid)) is not None:
                 return True
             try:
@@ -361,6 +376,10 @@ class WikiRepo:
             self._settle(pending, absorbed)
             return commit
 
+    def group(self) -> CommitGroup:
+        """A group of consecutive commits on the current head, landed together (see ``CommitGroup``)."""
+        return CommitGroup(self)
+
     def write_commit(
         self,
         plan: Plan,
@@ -459,3 +478,66 @@ class WikiRepo:
         self.commit_trees.put(commit, tree)
         self.trees.demote(replaced)
         return commit, objects
+
+
+class CommitGroup:
+    """Consecutive commits on ``main``, each its own commit, landed as ONE pack with ONE ``syncfs`` and ONE
+    compare-and-swap of ``main`` (from the head when the group was opened to its last commit).
+
+    Used as a context manager, which holds the repository's lock: ``snapshot()`` is the view of the last
+    commit added (its new objects, not on disk yet, are read from memory), ``add`` builds the next commit
+    on it, ``land`` writes and publishes them all in the order of ``worker.git.refs`` and moves ``main``.
+    ``RefMoved`` / ``RefLocked`` from ``land`` mean nothing of the group is on ``main`` (its pack is
+    deleted). Leaving the block without ``land`` drops every commit of the group.
+    """
+
+    def __init__(self, repo: WikiRepo) -> None:
+        self.repo = repo
+        self.base: str | None = None
+        self.head: str | None = None
+        self.commits: list[str] = []
+        self.objects: dict[bytes, PackedObject] = {}
+
+    def __enter__(self) -> CommitGroup:
+        self.repo.lock.acquire()
+        self.base = self.head = self.repo.head()
+        self.repo._pending = self.objects
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.repo._pending = {}
+        self.repo.lock.release()
+
+    def snapshot(self) -> Snapshot:
+        """The engine's view of the group's last commit (the head when none was added yet)."""
+        if self.head is None:
+            return Snapshot(self.repo, None, None)
+        return self.repo.snapshot(self.head)
+
+    def add(
+        self,
+        plan: Plan,
+        message: str,
+        author: Identity,
+        job_id: str | None = None,
+        committer: Identity = SERVICE,
+        when: int | None = None,
+    ) -> str:
+        """Build ``plan`` as a commit on the group's last one; its id (nothing is written yet)."""
+        commit, objects = self.repo._build_commit(plan, self.head, message, author, job_id, committer, when)
+        self.objects.update(objects)
+        self.commits.append(commit)
+        self.head = commit
+        return commit
+
+    def land(self) -> None:
+        """Write every commit of the group as one pack and move ``main`` from ``base`` to the last one
+        (durable when this returns); nothing to do for a group without commits."""
+        if not self.commits:
+            return
+        assert self.head is not None
+        repo = self.repo
+        pending, absorbed = repo._pack(self.objects)
+        faults.point("git.pack_written")
+        swap_main(repo.path, self.base, self.head, pending)
+        repo._settle(pending, absorbed)

@@ -207,7 +207,7 @@ class Snapshot:
 
     def read_many(self, paths: Sequence[str]) -> dict[str, bytes]:
         """The bytes of the files at ``paths``; many at once come from one ``git cat-file --batch``."""
-        if len(paths) < READ_MANY_FROM:
+        if len(paths) < READ_MANY_FROM or self.repo.pending():  # git cannot read a group's new blobs
             return {path: self.read(path) for path in paths}
         versions = []
         for path in paths:
@@ -219,9 +219,12 @@ class Snapshot:
 
     def mentioning(self, needles: Sequence[str]) -> list[str] | None:
         """Paths of the files whose bytes contain one of ``needles``, ASCII case ignored (``git grep``);
-        None when a needle has nothing to search for on one line."""
+        None (every file may) when a needle has nothing to search for on one line, or when the tree is not
+        on disk yet (a commit group's)."""
         if self.tree is None:
             return []
+        if self.repo.pending(self.tree):  # a tree of a commit group not written yet: git cannot grep it
+            return None
         lines = []
         for needle in needles:
             longest = max(needle.replace("\r", "\n").split("\n"), key=len)

@@ -22,7 +22,7 @@ from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker.jobs.arq_compat import poll_once
-from worker.jobs.context import Deps
+from worker.jobs.context import Deps, FirstAttempts, JobContext
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
 from worker.jobs.run import apply_batch
 from worker.settings import Settings
@@ -48,11 +48,14 @@ def job_timeout(settings: Settings) -> float:
 class PartitionRunner:
     """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
 
-    def __init__(self, partition: int, redis: ArqRedis, deps: Deps, owner: str) -> None:
+    def __init__(
+        self, partition: int, redis: ArqRedis, deps: Deps, owner: str, first: FirstAttempts | None = None
+    ) -> None:
         self.partition = partition
         self.redis = redis
         self.deps = deps
         self.owner = owner
+        self.first = first  # the process's sender of webhooks' first attempts (None: arq sends them)
         self.wake = asyncio.Event()
         self.stopping = False
         self.worker = self._consumer()
@@ -70,11 +73,17 @@ class PartitionRunner:
             keep_result=0,
             max_tries=ARQ_MAX_TRIES,
             health_check_interval=3600,
-            ctx={"deps": self.deps, "redis": self.redis, "owner": self.owner},
+            ctx=self._context(),
             job_serializer=dumps,
             job_deserializer=loads,
             log_results=False,
         )
+
+    def _context(self) -> dict[str, Any]:
+        ctx: JobContext = {"deps": self.deps, "redis": self.redis, "owner": self.owner}
+        if self.first is not None:
+            ctx["first_attempts"] = self.first
+        return dict(ctx)
 
     def start(self) -> None:
         """Begin consuming in a task."""

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-import httpx
 from arq.connections import ArqRedis
 from standardwebhooks import Webhook
 
 from worker.git import GitStore
-from worker.jobs.records import JobStore
+from worker.jobs.records import JobRecord, JobStore
 from worker.jobs.wikis import Wikis
 
 if TYPE_CHECKING:
@@ -39,6 +38,18 @@ class Deps:
     publisher: Publisher = field(default_factory=lambda: _publisher())
 
 
+class FirstAttempts(Protocol):
+    """Sends the first attempt of a finished job's webhook from the process that finished it, at once and
+    without a round through arq (``worker.webhooks.first``); the attempt also queued on arq, ``defer_ms``
+    later, is the safety net should this process die first."""
+
+    defer_ms: int
+
+    def start(self, finished: list[tuple[JobRecord, bytes]]) -> None:
+        """Send the webhooks of ``finished`` jobs (each with the exact bytes stored for it), in the
+        background."""
+
+
 class JobContext(TypedDict, total=False):
     """arq's ``ctx`` as wikiq fills it."""
 
@@ -46,9 +57,10 @@ class JobContext(TypedDict, total=False):
     redis: ArqRedis
     job_try: int  # set by arq: 1 on the first run
     owner: str  # the worker id holding the partition's lease (fences registry updates)
-    http: httpx.AsyncClient  # webhook deliveries only
+    http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random
+    first_attempts: FirstAttempts  # a worker process's batch consumers: webhooks' first attempts
 
 
 def _publisher() -> Publisher:

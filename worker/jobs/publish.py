@@ -65,11 +65,19 @@ MAX_BACKOFF = 30.0
 
 @dataclass
 class Outcome:
-    """What one job of a group ends with: a result, or an error."""
+    """What one job of a group ends with: a result, or an error.
+
+    A local wiki's group commit (``worker.jobs.group``) also hands over the job's running record and the
+    exact bytes stored for it (``record``, ``stored``: it is then finished without being read again) and
+    whether arq never started it (``follower``: its arq entry leaves the queue as it finishes).
+    """
 
     job_id: str
     result: JobResult | None = None
     error: ErrorInfo | None = None
+    record: JobRecord | None = None
+    stored: bytes | None = None
+    follower: bool = False
 
 
 @dataclass

@@ -12,21 +12,24 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from arq.connections import ArqRedis
 from arq.constants import job_key_prefix
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from worker import keys
+from worker.jobs.arq_compat import job_entry, job_keys
 from worker.settings import Settings
 
 if TYPE_CHECKING:
-    from worker.jobs.records import JobRecord
+    from worker.jobs.records import JobRecord, JobStore
 
 WORKERS = keys.WORKERS
 # arq never gives up on a batch or a delivery by itself (that would drop it with its record unfinished):
@@ -154,6 +157,164 @@ class NotDurable(Exception):
         self.message = message
 
 
+def _wait_for_durability(pipe: Any, durability: str, timeout_s: float) -> None:
+    """Append to ``pipe`` the waits ``durability`` asks for (see ``ring_durably``)."""
+    ms = max(1, int(timeout_s * 1000))
+    if durability != "none":
+        pipe.execute_command("WAITAOF", 1, 0, ms)
+    if durability == "replica":
+        pipe.execute_command("WAIT", 1, ms)
+
+
+def _check_durability(replies: list[Any], durability: str, timeout_s: float) -> None:
+    """``NotDurable`` unless the replies of ``_wait_for_durability``'s commands confirm ``durability``."""
+    for reply in replies:
+        if isinstance(reply, ResponseError):
+            text = str(reply)
+            if "appendonly" in text.lower():
+                raise NotDurable(
+                    "Redis runs without its append-only file (appendonly no), so no submission can be "
+                    "confirmed on disk: run Redis with --appendonly yes --appendfsync always, or set "
+                    "WIKIQ_ACCEPT_DURABILITY=none"
+                )
+            raise NotDurable(f"Redis refused to confirm durability: {text}")
+        if isinstance(reply, BaseException):
+            raise reply
+    if durability == "none":
+        return
+    local = replies[0]
+    if not isinstance(local, list) or int(local[0]) < 1:
+        raise NotDurable(f"Redis did not confirm within {timeout_s:g} s that the job is on disk (fsync)")
+    if durability == "replica" and int(replies[1]) < 1:
+        raise NotDurable(f"no replica of Redis confirmed the job within {timeout_s:g} s")
+
+
+# A submission in one step: the idempotency guard, the submitter's queued bytes, the job record and its
+# wiki's index, arq's job entry and queue entry (unless arq has the job already), the doorbell.
+# KEYS: 1 record, 2 wiki index, 3 idempotency key (or the record's again), 4 queued-bytes table, 5 their
+#       total, 6 arq job entry, 7 arq result, 8 arq queue, 9 doorbell
+# ARGV: 1 record body, 2 submitted ms, 3 index cutoff, 4 bound value ('' = no key), 5 retention s, 6 job id,
+#       7 queued bytes ('' = no cap), 8 cap, 9 arq entry, 10 arq entry ttl ms, 11 queue score
+# Returns -1 accepted; -2 the idempotency key no longer names this job; >= 0 the bytes the submitter
+# already has queued, over the cap. Nothing is written unless -1.
+_ACCEPT = """
+if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return -2 end
+if ARGV[7] ~= '' then
+  local held = tonumber(redis.call('GET', KEYS[5]) or '0')
+  local size = tonumber(ARGV[7])
+  if held + size > tonumber(ARGV[8]) then return held end
+  if redis.call('HSETNX', KEYS[4], ARGV[6], ARGV[7]) == 1 then redis.call('INCRBY', KEYS[5], size) end
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+if redis.call('EXISTS', KEYS[6], KEYS[7]) == 0 then
+  redis.call('PSETEX', KEYS[6], ARGV[10], ARGV[9])
+  redis.call('ZADD', KEYS[8], ARGV[11], ARGV[6])
+end
+redis.call('LPUSH', KEYS[9], '1')
+redis.call('LTRIM', KEYS[9], 0, 7)
+return -1
+"""
+ACCEPTED, KEY_TAKEN = -1, -2
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script, run by its sha (``eval_pipelined``)."""
+
+    script: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.script.encode()).hexdigest())
+
+
+ACCEPT_SCRIPT = Script(_ACCEPT)
+
+
+async def eval_pipelined(
+    redis: ArqRedis, script: Script, keys_: list[str], args: list[Any], then: Callable[[Any], None]
+) -> list[Any]:
+    """``script`` (by its sha) and the commands ``then(pipe)`` appends, in ONE round trip; their replies.
+
+    redis-py's own pipelined scripts check ``SCRIPT EXISTS`` on every execution (a round trip more):
+    here a script Redis does not know yet (``NOSCRIPT``, once per server start) is loaded and the whole
+    pipeline sent again, which is safe because nothing of it ran.
+    """
+    for _ in range(2):
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.execute_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
+            then(pipe)
+            replies = await pipe.execute(raise_on_error=False)
+        if isinstance(replies[0], NoScriptError):
+            await redis.script_load(script.script)
+            continue
+        if isinstance(replies[0], BaseException):
+            raise replies[0]
+        return list(replies)
+    raise NoScriptError("Redis keeps forgetting wikiq's scripts")
+
+
+async def accept_job(
+    redis: ArqRedis,
+    jobs: JobStore,
+    record: JobRecord,
+    idempotency: tuple[str, str, str] | None,
+    cap: int,
+    durability: str,
+    timeout_s: float,
+) -> int:
+    """Store ``record``, queue its job and ring its partition's doorbell in one atomic script, and wait
+    for Redis to confirm it durable, all in one round trip: ``ACCEPTED``, ``KEY_TAKEN`` (the idempotency
+    key ``(scope, key, fingerprint)`` no longer names this job: nothing stored), or the bytes the submitter
+    already has queued when this batch would pass ``cap`` (nothing stored; ``cap`` <= 0: no cap).
+
+    Raises ``NotDurable`` (the job is stored and queued, but not confirmed) as ``ring_durably`` does.
+    """
+    job_id, partition = record.job_id, record.partition
+    guard, bound = jobs.key(job_id), ""
+    if idempotency is not None:
+        scope, key, fingerprint = idempotency
+        guard, bound = keys.idempotency(scope, key), f"{job_id} {fingerprint}"
+    table, total = jobs.queued_keys(record.submitter)
+    entry, result, _, _ = job_keys(job_id)
+    now = record.submitted_ms
+    names = [
+        jobs.key(job_id),
+        jobs.wiki_index(record.wiki),
+        guard,
+        table,
+        total,
+        entry,
+        result,
+        queue_name(partition),
+        bell_key(partition),
+    ]
+    args: list[Any] = [
+        record.model_dump_json(exclude_defaults=True),
+        now,
+        now - jobs.retention * 1000,
+        bound,
+        jobs.retention,
+        job_id,
+        record.queued_bytes if cap > 0 else "",
+        cap,
+        job_entry("apply_batch", (job_id,), now, dumps),
+        jobs.retention * 1000,
+        now,
+    ]
+    replies = await eval_pipelined(
+        redis, ACCEPT_SCRIPT, names, args, lambda pipe: _wait_for_durability(pipe, durability, timeout_s)
+    )
+    outcome = int(replies[0])
+    if outcome == ACCEPTED:
+        _check_durability(replies[1:], durability, timeout_s)
+    return outcome
+
+
 async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout_s: float) -> None:
     """Wake the consumer of ``partition``, then return once Redis confirms that everything written before
     (by any connection of this process) is durable as ``durability`` asks; ``NotDurable`` if it cannot.
@@ -169,31 +330,12 @@ async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout
     if durability == "none":
         await ring(redis, partition)
         return
-    ms = max(1, int(timeout_s * 1000))
     async with redis.pipeline(transaction=False) as pipe:
         pipe.lpush(bell_key(partition), b"1")
         pipe.ltrim(bell_key(partition), 0, 7)
-        pipe.execute_command("WAITAOF", 1, 0, ms)
-        if durability == "replica":
-            pipe.execute_command("WAIT", 1, ms)
+        _wait_for_durability(pipe, durability, timeout_s)
         replies = await pipe.execute(raise_on_error=False)
-    for reply in replies[2:]:
-        if isinstance(reply, ResponseError):
-            text = str(reply)
-            if "appendonly" in text.lower():
-                raise NotDurable(
-                    "Redis runs without its append-only file (appendonly no), so no submission can be "
-                    "confirmed on disk: run Redis with --appendonly yes --appendfsync always, or set "
-                    "WIKIQ_ACCEPT_DURABILITY=none"
-                )
-            raise NotDurable(f"Redis refused to confirm durability: {text}")
-        if isinstance(reply, BaseException):
-            raise reply
-    local = replies[2]
-    if not isinstance(local, list) or int(local[0]) < 1:
-        raise NotDurable(f"Redis did not confirm within {timeout_s:g} s that the job is on disk (fsync)")
-    if durability == "replica" and int(replies[3]) < 1:
-        raise NotDurable(f"no replica of Redis confirmed the job within {timeout_s:g} s")
+    _check_durability(replies[2:], durability, timeout_s)
 
 
 async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
@@ -216,7 +358,7 @@ async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, de
         job_id,
         round_,
         attempt,
-        _job_id=f"wh:{job_id}:{round_}:{attempt}",
+        _job_id=keys.attempt(job_id, round_, attempt),
         _queue_name=keys.WEBHOOK_QUEUE,
         _defer_by=delay,
     )

@@ -15,7 +15,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -24,8 +25,10 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from worker import keys
+from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.queue import dumps
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
-from worker.schema.edits import Batch
+from worker.schema.edits import Batch, Rename
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -83,7 +86,8 @@ class BatchSummary(BaseModel):
             message=batch.message[:1000],
             dry_run=batch.dry_run,
             edits=[
-                EditSummary(op=e.op, path=e.path, new_path=getattr(e, "new_path", None)) for e in batch.edits
+                EditSummary(op=e.op, path=e.path, new_path=e.new_path if isinstance(e, Rename) else None)
+                for e in batch.edits
             ],
         )
 
@@ -183,6 +187,108 @@ end
 return 1
 """
 
+# store records in order, each only while it holds the expected bytes (ARGV: expected, new per KEYS[i]);
+# stops at the first that does not: how many were stored
+_SWAP_MANY = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) ~= ARGV[2 * i - 1] then return i - 1 end
+  redis.call('SET', key, ARGV[2 * i], 'KEEPTTL')
+end
+return #KEYS
+"""
+
+# finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue, then
+# 8 per job: record, queued table, queued total, arq entry, arq retry, arq in-progress, webhook attempt 0's
+# arq entry and result. ARGV: 1 events channel, 2 webhook entry ttl ms, then 9 per job: job id, expected
+# bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
+# entry ('' none), its arq job id, its score. Returns a 1 or 0 per job: finished, or changed meanwhile.
+_FINISH_MANY = """
+local done = {}
+local jobs = (#KEYS - 2) / 8
+for i = 0, jobs - 1 do
+  local k, a = 2 + 8 * i, 2 + 9 * i
+  local id = ARGV[a + 1]
+  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
+    if ARGV[a + 4] ~= '' then
+      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'EX', ARGV[a + 4])
+    else
+      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'KEEPTTL')
+    end
+    redis.call('PUBLISH', ARGV[1], id)
+    if ARGV[a + 5] ~= '' and redis.call('HDEL', KEYS[k + 2], id) == 1 then
+      redis.call('DECRBY', KEYS[k + 3], ARGV[a + 5])
+    end
+    if ARGV[a + 6] ~= '' then
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('DEL', KEYS[k + 4], KEYS[k + 5], KEYS[k + 6])
+    end
+    if ARGV[a + 7] ~= '' and redis.call('EXISTS', KEYS[k + 7], KEYS[k + 8]) == 0 then
+      redis.call('PSETEX', KEYS[k + 7], ARGV[2], ARGV[a + 7])
+      redis.call('ZADD', KEYS[2], ARGV[a + 9], ARGV[a + 8])
+    end
+    done[#done + 1] = 1
+  else
+    done[#done + 1] = 0
+  end
+end
+return done
+"""
+WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
+
+
+@dataclass
+class Finishing:
+    """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
+    ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
+    commit took along, which arq never started); ``hook_defer_ms``: queue the first attempt of its webhook
+    that much later (a safety net, when this process sends that attempt itself). ``body`` is set to the
+    bytes stored for the finished record."""
+
+    before: JobRecord
+    stored: bytes
+    record: JobRecord
+    queue: str
+    dequeue: bool
+    hook_defer_ms: int = 0
+    body: bytes = b""
+
+
+@dataclass
+class FirstAttempt:
+    """The first attempt of a job's webhook, sent by the process that finished the job, to record with
+    ``JobStore.note_first_attempts``: the record as stored (exactly ``stored``) and after the attempt, and
+    the next attempt's arq entry (None: no more attempts) with its score."""
+
+    stored: bytes
+    record: JobRecord
+    next_entry: bytes | None
+    next_score_ms: int
+
+
+# record first attempts sent by the finishing process (``JobStore.note_first_attempts``). KEYS: 1 the
+# webhook queue, then 4 per job: record, attempt 0's arq entry, the next attempt's arq entry and result.
+# ARGV: 1 entry ttl ms, then 6 per job: expected bytes, new bytes, attempt 0's arq id, next entry ('' none),
+# its arq id, its score. Returns a 1 or 0 per job: recorded, or changed meanwhile.
+_NOTE_FIRST = """
+local done = {}
+for i = 0, (#KEYS - 1) / 4 - 1 do
+  local k, a = 1 + 4 * i, 1 + 6 * i
+  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 1] then
+    redis.call('SET', KEYS[k + 1], ARGV[a + 2], 'KEEPTTL')
+    redis.call('ZREM', KEYS[1], ARGV[a + 3])
+    redis.call('DEL', KEYS[k + 2])
+    if ARGV[a + 4] ~= '' and redis.call('EXISTS', KEYS[k + 3], KEYS[k + 4]) == 0 then
+      redis.call('PSETEX', KEYS[k + 3], ARGV[1], ARGV[a + 4])
+      redis.call('ZADD', KEYS[1], ARGV[a + 6], ARGV[a + 5])
+    end
+    done[#done + 1] = 1
+  else
+    done[#done + 1] = 0
+  end
+end
+return done
+"""
+
 # create a record only while its idempotency key (KEYS[3]) still names it (ARGV[4]; '' = no key)
 _CREATE = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
@@ -205,24 +311,6 @@ return 1
 """
 IDEMPOTENCY_SECONDS = 24 * 3600
 
-_CLAIM_BYTES = """
-local held = tonumber(redis.call('GET', KEYS[2]) or '0')
-local size = tonumber(ARGV[2])
-if held + size > tonumber(ARGV[3]) then return held end
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], size) end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-return -1
-"""
-
-
-class QueuedBytesExceeded(Exception):
-    """The submitter already has ``held`` bytes of batches waiting; this one would pass the cap."""
-
-    def __init__(self, held: int) -> None:
-        super().__init__(f"{held} bytes queued")
-        self.held = held
-
 
 class JobStore:
     """Reads and writes job records, the per-wiki job index, idempotency keys and queued bytes.
@@ -237,8 +325,10 @@ class JobStore:
         self.retention = retention_seconds
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
         self._swap = redis.register_script(_SWAP)
-        self._claim = redis.register_script(_CLAIM_BYTES)
         self._create = redis.register_script(_CREATE)
+        self._swap_many = redis.register_script(_SWAP_MANY)
+        self._finish_many = redis.register_script(_FINISH_MANY)
+        self._note_first = redis.register_script(_NOTE_FIRST)
         self._take_over = redis.register_script(_TAKE_OVER)
 
     @staticmethod
@@ -255,17 +345,6 @@ class JobStore:
     def queued_keys(submitter: str) -> tuple[str, str]:
         """The hash of a submitter's unfinished jobs (id -> bytes) and the counter of their total."""
         return keys.queued(submitter)
-
-    async def claim_bytes(self, record: JobRecord, cap: int) -> None:
-        """Count ``record.queued_bytes`` against its submitter's cap; ``QueuedBytesExceeded`` past it."""
-        held = int(
-            await self._claim(
-                keys=list(self.queued_keys(record.submitter)),
-                args=[record.job_id, record.queued_bytes, cap, self.retention],
-            )
-        )
-        if held >= 0:
-            raise QueuedBytesExceeded(held)
 
     async def release_bytes(self, record: JobRecord) -> None:
         """Give back the bytes of a job that was never queued."""
@@ -310,28 +389,102 @@ class JobStore:
         A finished record's change is announced on ``wikiq:events``; a record that finishes with this change
         drops its batch body and releases its queued bytes (see the class).
         """
+        return (await self.update_stored(job_id, change))[0]
+
+    async def update_stored(
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
+    ) -> tuple[JobRecord | None, bytes | None]:
+        """``update``, and the exact bytes now stored (for a later compare-and-set without reading them
+        again, ``finish_many``)."""
         key = self.key(job_id)
         while True:
             raw = await self.redis.get(key)
             if raw is None:
-                return None
+                return None, None
             current = JobRecord.model_validate_json(raw)
-            changed = change(current.model_copy(deep=True))
+            # a second parse is the copy ``change`` may edit: ~5x cheaper than ``model_copy(deep=True)``
+            changed = change(JobRecord.model_validate_json(raw))
             if changed is None:
-                return current
-            finishing = changed.status in FINISHED and current.status not in FINISHED
-            ttl, release = "", ""
-            if finishing:
-                changed.batch = None
-                release = str(changed.queued_bytes) if changed.submitter else ""
-                if changed.dry_run:
-                    ttl = str(self.dry_run_retention)
+                return current, raw
+            body, ttl, release = self._changed(current, changed)
             channel = EVENTS if changed.status in FINISHED else ""
             table, total = self.queued_keys(changed.submitter)
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
-            body = changed.model_dump_json(exclude_defaults=True)
             if await self._swap(keys=[key, table, total], args=[raw, body, channel, job_id, ttl, release]):
-                return changed
+                return changed, body.encode()
+
+    def _changed(self, current: JobRecord, changed: JobRecord) -> tuple[str, str, str]:
+        """The bytes to store for ``current`` becoming ``changed``, its new ttl ('' = keep) and the queued
+        bytes to give back ('' = none): a record that finishes drops its body and its bytes."""
+        ttl, release = "", ""
+        if changed.status in FINISHED and current.status not in FINISHED:
+            changed.batch = None
+            release = str(changed.queued_bytes) if changed.submitter else ""
+            if changed.dry_run:
+                ttl = str(self.dry_run_retention)
+        return changed.model_dump_json(exclude_defaults=True), ttl, release
+
+    async def swap_many(self, items: Sequence[tuple[str, bytes, bytes]]) -> int:
+        """Store each ``(job_id, expected bytes, new bytes)`` in order, each only if its record still holds
+        exactly the expected bytes, stopping at the first that does not (none of these changes may finish
+        a job): how many were stored. One round trip for all."""
+        if not items:
+            return 0
+        names = [self.key(job_id) for job_id, _, _ in items]
+        args: list[bytes] = []
+        for _, expected, new in items:
+            args += [expected, new]
+        return int(await self._swap_many(keys=names, args=args))
+
+    async def finish_many(self, items: Sequence[Finishing]) -> list[bool]:
+        """Finish several running jobs in one atomic script (one round trip), each only if its record still
+        holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body dropped, queued
+        bytes given back, announced on ``wikiq:events``), and with it, for a job taken along by a group
+        commit (``dequeue``), its arq entry out of its queue, and the first attempt of its webhook queued.
+        Whether each was finished (a record that changed meanwhile is not: finish it with ``update``)."""
+        if not items:
+            return []
+        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE]
+        now = now_ms()
+        args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
+        for item in items:
+            record = item.record
+            table, total = self.queued_keys(record.submitter)
+            entry, _, in_progress, retry = job_keys(record.job_id)
+            hook: bytes | str = ""
+            hook_id = ""
+            if record.webhook is not None:
+                hook_id = keys.attempt(record.job_id, record.webhook.round, 0)
+                hook = job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
+            hook_entry, hook_result, _, _ = job_keys(hook_id)
+            names += [self.key(record.job_id), table, total, entry, retry, in_progress]
+            names += [hook_entry, hook_result]
+            body, ttl, release = self._changed(item.before, record)
+            item.body = body.encode()
+            dequeue = "1" if item.dequeue else ""
+            args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
+            args.append(now + item.hook_defer_ms)
+        done = await self._finish_many(keys=names, args=args)
+        return [bool(flag) for flag in done]
+
+    async def note_first_attempts(self, items: Sequence[FirstAttempt]) -> list[bool]:
+        """Record first webhook attempts in one script (one round trip), each only if its record still
+        holds exactly ``stored``: the record after the attempt, attempt 0's arq entry (the safety net)
+        gone, the next attempt queued. Whether each was recorded (else: record it with ``update``)."""
+        if not items:
+            return []
+        names: list[str] = [keys.WEBHOOK_QUEUE]
+        args: list[bytes | str | int] = [WEBHOOK_ENTRY_MS]
+        for item in items:
+            record = item.record
+            assert record.webhook is not None
+            first = keys.attempt(record.job_id, record.webhook.round, 0)
+            after = keys.attempt(record.job_id, record.webhook.round, 1)
+            names += [self.key(record.job_id), job_keys(first)[0], *job_keys(after)[:2]]
+            body = record.model_dump_json(exclude_defaults=True)
+            args += [item.stored, body, first, item.next_entry or "", after, item.next_score_ms]
+        done = await self._note_first(keys=names, args=args)
+        return [bool(flag) for flag in done]
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
         """A wiki's recent jobs, newest first, optionally only those with ``status``."""

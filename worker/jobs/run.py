@@ -13,12 +13,14 @@ inside the job while its partition waits anyway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
 
 from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.engine import preflight, review
@@ -27,10 +29,12 @@ from worker.errors import RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.jobs import events as telemetry
+from worker.jobs import group
 from worker.jobs.context import Deps, JobContext
+from worker.jobs.group import Member
 from worker.jobs.publish import Outcome
-from worker.jobs.queue import schedule_first
-from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
+from worker.jobs.queue import queue_name, schedule_first
+from worker.jobs.records import Finishing, JobRecord, JobStore, event_body, now_ms
 from worker.jobs.results import error_info, job_result
 from worker.jobs.storage import storage_fault
 from worker.schema.answers import ErrorInfo, JobResult
@@ -161,7 +165,7 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
     """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
     deps: Deps = ctx["deps"]
     try:
-        record = await deps.jobs.update(job_id, _start)
+        record, stored = await deps.jobs.update_stored(job_id, _start)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise await _again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
     if record is None:
@@ -176,7 +180,7 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
         await _finish_job(ctx, deps, job_id, None, error_info(gave_up))
         return "failed"
     stop = asyncio.Event()
-    work = asyncio.ensure_future(_apply(ctx, deps, record, stop))
+    work = asyncio.ensure_future(_apply(ctx, deps, record, stored, stop))
     try:
         outcomes = await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -186,28 +190,24 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
         # commit.
         stop.set()
         outcomes = await work
-        for outcome in outcomes:
-            await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
+        await _finish_all(ctx, deps, outcomes)
         raise
-    for outcome in outcomes:
-        await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
+    await _finish_all(ctx, deps, outcomes)
     mine = next((o for o in outcomes if o.job_id == job_id), None)
     return None if mine is None else ("failed" if mine.error else "succeeded")
 
 
-async def _apply(ctx: JobContext, deps: Deps, record: JobRecord, stop: asyncio.Event) -> list[Outcome]:
-    """Check and commit the batch (in a thread): the outcome of ``record``, and of the other jobs a remote
-    publish took along; empty when stopped while waiting for a remote."""
+async def _apply(
+    ctx: JobContext, deps: Deps, record: JobRecord, stored: bytes | None, stop: asyncio.Event
+) -> list[Outcome]:
+    """Check and commit the batch (in a thread): the outcome of ``record``, and of the other jobs a group
+    commit or a remote publish took along; empty when stopped while waiting for a remote."""
     try:
         entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
         if entry is not None and deps.wikis is not None:
             publish = deps.publisher.publish
             return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop)
-        repo = deps.store.open(record.wiki)
-        policy = policy_for(repo.path)
-        limits = deps.settings.limits
-        result = await asyncio.to_thread(run_batch, repo, policy, limits, record, record.runs > 1)
-        return [Outcome(record.job_id, result)]
+        return await _apply_local(deps, record, stored)
     except WikiqError as exc:
         if exc.code != "INTERNAL":
             return [Outcome(record.job_id, error=error_info(exc))]
@@ -223,10 +223,77 @@ async def _apply(ctx: JobContext, deps: Deps, record: JobRecord, stop: asyncio.E
         return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
 
 
+async def _apply_local(deps: Deps, record: JobRecord, stored: bytes | None) -> list[Outcome]:
+    """A local wiki's batch, with the batches of its wiki queued behind it (``worker.jobs.group``)."""
+    repo = deps.store.open(record.wiki)
+    policy = policy_for(repo.path)
+    limits = deps.settings.limits
+    members = [Member(record, stored, record.runs > 1, follower=False)]
+    if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
+        members += await group.claim(deps, record)
+    try:
+        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members)
+    except BaseException:
+        with contextlib.suppress(RedisError, OSError):  # else they run again by themselves, later
+            await group.release(deps, members[1:])
+        raise
+    if run.left_out:
+        with contextlib.suppress(RedisError, OSError):
+            await group.release(deps, run.left_out)
+    return [
+        Outcome(d.job_id, d.result, d.error, record=m.record, stored=m.stored, follower=m.follower)
+        for d, m in zip(run.decided, members, strict=False)
+    ]
+
+
 def _storage_failed(record: JobRecord, fault: WikiqError) -> Outcome:
     """A full or read-only data directory fails the job at once (``worker.jobs.storage``): no retry."""
     log.warning("job %s: %s", record.job_id, fault.message)
     return Outcome(record.job_id, error=error_info(fault))
+
+
+async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> None:
+    """Record every outcome: those handed over with their stored bytes in one script (``finish_many``,
+    which also queues their webhooks and takes followers out of arq's queue), the rest one by one."""
+    first = ctx.get("first_attempts")
+    batched: list[tuple[Outcome, Finishing]] = []
+    for outcome in outcomes:
+        if outcome.record is not None and outcome.stored is not None:
+            # a shallow copy is enough: finishing only assigns fields of the record
+            finished = _finish(outcome.result, outcome.error)(outcome.record.model_copy())
+            if finished is not None:
+                queue = queue_name(outcome.record.partition)
+                item = Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower)
+                if first is not None and finished.webhook is not None:
+                    item.hook_defer_ms = first.defer_ms  # this process sends it; arq's entry is the net
+                batched.append((outcome, item))
+    done = await _finish_many(ctx, deps, [item for _, item in batched]) if batched else []
+    recorded = set()
+    hooked: list[tuple[JobRecord, bytes]] = []
+    for (outcome, item), flag in zip(batched, done, strict=True):
+        if flag:
+            recorded.add(outcome.job_id)
+            telemetry.job_finished(item.record)
+            if item.hook_defer_ms:
+                hooked.append((item.record, item.body))
+    if first is not None and hooked:
+        first.start(hooked)
+    for outcome in outcomes:
+        if outcome.job_id not in recorded:
+            await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
+
+
+async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> list[bool]:
+    """``JobStore.finish_many``, riding out a short Redis restart like ``_record``."""
+    delay = 0.05
+    deadline = time.monotonic() + RECORD_PATIENCE
+    while time.monotonic() < deadline:
+        try:
+            return await deps.jobs.finish_many(items)
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
+            delay = min(delay * 2, 1.0)
+    raise await _again(ctx)
 
 
 async def _finish_job(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -451,10 +452,19 @@ def decoded(edit: Create | Overwrite, index: int) -> bytes:
         raise BatchRejected("INVALID_ENCODING", "content is not valid base64", index) from None
 
 
+_TEXTS = ("content", "old", "new", "pattern", "new_heading", "heading")
+
+
+@functools.cache
+def _text_fields(kind: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``_TEXTS`` an edit type has (asking a pydantic model for a field it lacks raises
+    inside ``__getattr__``, ~20x the cost of reading one it has)."""
+    return tuple(name for name in _TEXTS if name in kind.model_fields)
+
+
 def texts(edit: EditModel) -> dict[str, str]:
     """The text fields of an edit that carry content, by name (paths and versions are not content)."""
-    names = ("content", "old", "new", "pattern", "new_heading", "heading")
-    return {name: value for name in names if isinstance(value := getattr(edit, name, None), str)}
+    return {name: value for name in _text_fields(type(edit)) if isinstance(value := getattr(edit, name), str)}
 
 
 def content_size(edit: EditModel, index: int) -> int:

@@ -3,8 +3,9 @@
 In order: the caller's write right on the wiki (404 if it may not read it, 403 otherwise), its rate limit,
 the batch's static checks (limits, paths, zones, encodings), the caller's path prefixes, the webhook URL
 (a configured secret, and no private address unless allowed), the idempotency key, the caller's queued
-bytes, then the record and the arq job. If queueing fails half-way, the record, the idempotency key and the
-queued bytes are given back, so a refused submission leaves nothing behind.
+bytes, the record, the arq job and the partition's doorbell, the last four in one atomic Lua script sent in
+one round trip with the durability wait (``worker.jobs.queue.accept_job``). If that call fails, the record,
+the idempotency key and the queued bytes are given back, so a refused submission leaves nothing behind.
 
 Only once Redis confirms the job durable (``WIKIQ_ACCEPT_DURABILITY``: fsynced in its append-only file,
 and on a replica with ``replica``; ``worker.jobs.queue.ring_durably``) is the submission answered. When
@@ -33,12 +34,11 @@ from worker.errors import (
     WebhookRefused,
 )
 from worker.jobs.events import job_accepted
-from worker.jobs.queue import NotDurable, enqueue_batch, ring_durably
+from worker.jobs.queue import ACCEPTED, KEY_TAKEN, NotDurable, accept_job, enqueue_batch, ring_durably
 from worker.jobs.records import (
     BatchSummary,
     JobRecord,
     JobStore,
-    QueuedBytesExceeded,
     WebhookDelivery,
     new_job_id,
     now_ms,
@@ -113,31 +113,51 @@ class Submissions:
             if replayed is not None:
                 return replayed
         record = self._record(caller, wiki, job_id, batch, at.commit)
-        try:
-            await self._claim_bytes(record)
-        except BaseException:
+        cap = settings.max_queued_bytes
+        if 0 < cap < record.queued_bytes:
+            if idempotency_key is not None:
+                await self.jobs.release_idempotency(scope, idempotency_key)
+            raise BatchRejected(
+                "BATCH_TOO_LARGE",
+                f"the batch is {record.queued_bytes} bytes, over the {cap} bytes one principal may have "
+                "waiting; split it",
+            )
+        try:  # one round trip: bytes, record, queue entry and doorbell at once, then the durability wait
+            outcome = await accept_job(
+                self.redis,
+                self.jobs,
+                record,
+                guard,
+                cap,
+                settings.accept_durability,
+                settings.accept_timeout_seconds,
+            )
+        except NotDurable as exc:
+            job_accepted(self.redis, record)
+            raise self._not_durable(job_id, exc) from None
+        except BaseException:  # the script may or may not have run: take back what it may have stored
+            await self.jobs.delete(job_id, wiki)
+            await self.jobs.release_bytes(record)
             if idempotency_key is not None:
                 await self.jobs.release_idempotency(scope, idempotency_key)
             raise
-        if not await self.jobs.create(record, guard):
+        if outcome == KEY_TAKEN:
             # a retry took the key over while this submission stalled: it answers that retry's job
-            await self.jobs.release_bytes(record)
             assert guard is not None
             replayed = await self._bind_key(caller.id, *guard, new_job_id())
             if replayed is None:  # the key expired meanwhile (24 h): nothing was queued for it
                 await self.jobs.release_idempotency(scope, guard[1])
                 raise StorageUnavailable("this submission stalled and was not queued; submit it again", 1)
             return replayed
-        try:  # (a racing replay of the same key may have queued this very job first: that is fine)
-            await enqueue_batch(self.redis, job_id, record.partition, settings.job_retention_seconds)
-        except BaseException:
-            await self.jobs.delete(job_id, wiki)
-            await self.jobs.release_bytes(record)
+        if outcome != ACCEPTED:
             if idempotency_key is not None:
                 await self.jobs.release_idempotency(scope, idempotency_key)
-            raise
+            raise RateLimited(
+                f"{outcome} bytes of your batches are still waiting (the limit is {cap}); wait for some "
+                "to finish, then submit again",
+                retry_after=1,
+            )
         job_accepted(self.redis, record)
-        await self._durable(job_id, record.partition)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
 
     async def _bind_key(self, submitter: str, scope: str, key: str, digest: str, job_id: str) -> Job | None:
@@ -188,12 +208,17 @@ class Submissions:
                 self.redis, partition, settings.accept_durability, settings.accept_timeout_seconds
             )
         except NotDurable as exc:
-            raise StorageUnavailable(
-                f"job {job_id} was queued but is not confirmed durable: {exc.message}. It may still run "
-                f"(see {status_url(job_id)}); submitting again with the same Idempotency-Key answers that "
-                "job instead of queueing another",
-                retry_after=1,
-            ) from None
+            raise self._not_durable(job_id, exc) from None
+
+    @staticmethod
+    def _not_durable(job_id: str, exc: NotDurable) -> StorageUnavailable:
+        """The 503 of a job queued but not confirmed durable (it is kept: see the module)."""
+        return StorageUnavailable(
+            f"job {job_id} was queued but is not confirmed durable: {exc.message}. It may still run "
+            f"(see {status_url(job_id)}); submitting again with the same Idempotency-Key answers that "
+            "job instead of queueing another",
+            retry_after=1,
+        )
 
     def _record(self, caller: Principal, wiki: str, job_id: str, batch: Batch, base: str | None) -> JobRecord:
         record = JobRecord(
@@ -210,23 +235,3 @@ class Submissions:
         )
         record.queued_bytes = len(batch.model_dump_json(exclude_defaults=True))
         return record
-
-    async def _claim_bytes(self, record: JobRecord) -> None:
-        """Count the batch against its submitter's queued bytes: 413 if it can never fit, 429 while full."""
-        cap = self.settings.max_queued_bytes
-        if cap <= 0:
-            return
-        if record.queued_bytes > cap:
-            raise BatchRejected(
-                "BATCH_TOO_LARGE",
-                f"the batch is {record.queued_bytes} bytes, over the {cap} bytes one principal may have "
-                "waiting; split it",
-            )
-        try:
-            await self.jobs.claim_bytes(record, cap)
-        except QueuedBytesExceeded as exc:
-            raise RateLimited(
-                f"{exc.held} bytes of your batches are still waiting (the limit is {cap}); wait for some "
-                "to finish, then submit again",
-                retry_after=1,
-            ) from None

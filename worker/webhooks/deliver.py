@@ -38,6 +38,7 @@ from worker.jobs.queue import enqueue_attempt
 from worker.jobs.records import JobRecord, JobStore, event_body
 from worker.schema.answers import Attempt
 from worker.webhooks.guard import address_refused
+from worker.webhooks.http import SendError, WebhookSender
 
 log = logging.getLogger("wikiq.webhooks")
 
@@ -124,7 +125,7 @@ def _retry_after(value: str | None, now: datetime) -> float | None:
 
 
 async def send(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | WebhookSender,
     url: str,
     event_id: str,
     body: str,
@@ -147,15 +148,19 @@ async def send(
     error: str | None = None
     retry_after = None
     try:
-        response = await client.post(url, content=body.encode(), headers=headers)
-        status = response.status_code
-        retry_after = _retry_after(response.headers.get("retry-after"), now())
-        if response.is_redirect:
+        if isinstance(client, WebhookSender):
+            answer = await client.post(url, body.encode(), headers)
+            status, told = answer.status, answer.retry_after
+        else:
+            response = await client.post(url, content=body.encode(), headers=headers)
+            status, told = response.status_code, response.headers.get("retry-after")
+        retry_after = _retry_after(told, now())
+        if 300 <= status < 400:  # any 3xx (httpx's ``is_redirect``): never followed
             error = "redirect not followed"
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, TimeoutError):
         error = "timeout"
-    except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    except (httpx.HTTPError, SendError) as exc:
+        error = str(exc)[:200] if isinstance(exc, SendError) else f"{type(exc).__name__}: {str(exc)[:200]}"
     attempt = Attempt(
         at=sent_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         status=status,
@@ -218,6 +223,17 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
         else next_delay(settings.webhook_retry_schedule, attempt + 1, outcome.retry_after, ctx["rng"])
     )
 
+    after = await jobs.update(job_id, noting(round_, outcome, delay))
+    telemetry.webhook_attempt(after or record, round_, attempt, outcome.attempt)
+    if delay is not None:
+        await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)
+    return None if after is None or after.webhook is None else after.webhook.state
+
+
+def noting(round_: int, outcome: Outcome, delay: float | None) -> Callable[[JobRecord], JobRecord | None]:
+    """The change that records ``outcome`` on a job (nothing when its webhook is in another round by
+    now): one more attempt, and the state it leaves (``delay``: the next attempt's, None if none)."""
+
     def note(r: JobRecord) -> JobRecord | None:
         if r.webhook is None or r.webhook.round != round_:
             return None
@@ -225,11 +241,7 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
         r.webhook.state = "delivered" if outcome.delivered else ("pending" if delay is not None else "failed")
         return r
 
-    after = await jobs.update(job_id, note)
-    telemetry.webhook_attempt(after or record, round_, attempt, outcome.attempt)
-    if delay is not None:
-        await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)
-    return None if after is None or after.webhook is None else after.webhook.state
+    return note
 
 
 def signer_for(secret: str | None) -> Webhook | None:

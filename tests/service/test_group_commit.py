@@ -1,0 +1,149 @@
+"""Group commit (``worker.jobs.group``): batches of a local wiki queued behind the running one land with it,
+each as its own commit, in acceptance order, in one pack, one syncfs, one move of ``main``; and exactly once
+when the worker dies between landing them and recording them.
+
+Batches are queued while the in-process worker is paused, so they are all waiting when it resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.gitutil import blob_id
+from tests.service.harness import Deployment, create
+from worker.git import GitStore
+from worker.git.policy import policy_for
+from worker.jobs import group
+from worker.jobs.arq_compat import job_keys
+from worker.jobs.group import Member
+from worker.jobs.queue import queue_name
+from worker.jobs.records import JobStore, partition_of
+
+SETTINGS = {"partitions": 1}  # one queue: every job of the module is behind the one running
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _packs_holding(repo: Path, commits: list[str]) -> set[str]:
+    """The pack files that hold ``commits`` (``git verify-pack``)."""
+    found = set()
+    for idx in (repo / "objects" / "pack").glob("*.idx"):
+        listed = _git(repo, "verify-pack", "-v", str(idx))
+        if any(commit in listed for commit in commits):
+            found.add(idx.name)
+    return found
+
+
+async def _queue_while_paused(dep: Deployment, wiki: str, batches: list[dict[str, Any]]) -> list[str]:
+    """Submit ``batches`` with the worker paused; their job ids, once the worker is back."""
+    async with dep.worker.paused():
+        ids = [await dep.submit_ok(wiki, batch) for batch in batches]
+    return ids
+
+
+async def test_queued_batches_land_as_consecutive_commits_in_one_pack(dep: Deployment) -> None:
+    """Five batches waiting behind each other: five commits, one per batch with its own trailer and the
+    previous one as parent, in acceptance order, all written in one pack; every job succeeds."""
+    wiki = await dep.new_wiki("group")
+    before = await dep.head(wiki)
+    batches = [{"message": f"batch {n}", "edits": [create(f"wiki/g{n}.md", f"{n}\n")]} for n in range(5)]
+    ids = await _queue_while_paused(dep, wiki, batches)
+    jobs = [await dep.wait(job_id) for job_id in ids]
+    assert [job["status"] for job in jobs] == ["succeeded"] * 5, jobs
+    commits = [job["result"]["commit"] for job in jobs]
+    log = await dep.commits(wiki, 6)
+    assert [c["commit"] for c in log] == [*reversed(commits), before]
+    assert [c["job_id"] for c in log[:5]] == list(reversed(ids))
+    repo = dep.repo(wiki)
+    for child, parent in zip(commits, [before, *commits[:-1]], strict=True):
+        assert _git(repo, "rev-parse", f"{child}^").strip() == parent
+    assert len(_packs_holding(repo, commits)) == 1
+    _git(repo, "fsck", "--strict")
+
+
+async def test_a_refused_batch_fails_alone_and_the_next_sees_the_ones_before(dep: Deployment) -> None:
+    """In one group: a batch refused by its versions fails alone; the batch after it applies on the head the
+    batches before it left (its expected version is the one the first batch produced)."""
+    wiki = await dep.new_wiki("group")
+    v1, v2 = blob_id(b"one\n"), blob_id(b"two\n")
+    batches = [
+        {"message": "create", "edits": [create("wiki/p.md", "one\n")]},
+        {"message": "stale", "edits": [{"op": "delete", "path": "wiki/p.md", "expected_version": "0" * 40}]},
+        {
+            "message": "chain",
+            "edits": [{"op": "overwrite", "path": "wiki/p.md", "content": "two\n", "expected_version": v1}],
+        },
+    ]
+    ids = await _queue_while_paused(dep, wiki, batches)
+    first, stale, chain = [await dep.wait(job_id) for job_id in ids]
+    assert (first["status"], stale["status"], chain["status"]) == ("succeeded", "failed", "succeeded")
+    assert stale["error"]["code"] == "VERSION_MISMATCH"
+    assert (await dep.page(wiki, "wiki/p.md"))["version"] == v2
+    assert [c["job_id"] for c in await dep.commits(wiki, 2)] == [ids[2], ids[0]]
+
+
+async def test_followers_leave_arq_queue_and_have_their_webhook_queued(dep: Deployment) -> None:
+    """The jobs taken along leave arq's queue (no entry left to run again) and the first attempt of each
+    one's webhook is queued, as for a job arq ran itself."""
+    wiki = await dep.new_wiki("group")
+    url = "http://receiver.test/hook"
+    batches = [
+        {"message": f"hooked {n}", "edits": [create(f"wiki/h{n}.md")], "webhook": {"url": url}}
+        for n in range(3)
+    ]
+    ids = await _queue_while_paused(dep, wiki, batches)
+    for job_id in ids:
+        assert (await dep.wait(job_id))["status"] == "succeeded"
+    partition = partition_of(wiki, dep.settings.partitions)
+    assert await dep.redis.zrange(queue_name(partition), 0, -1) == []
+    for job_id in ids:
+        entry, _, in_progress, retry = job_keys(job_id)
+        assert not await dep.redis.exists(entry, in_progress, retry)
+        assert await dep.redis.zscore("wikiq:webhooks", f"wh:{job_id}:0:0") is not None
+
+
+async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment) -> None:
+    """A worker that dies after landing a group and before recording it: the jobs run again (as arq runs
+    them), each finds its own commit by trailer, and no batch is committed twice."""
+    wiki = await dep.new_wiki("group")
+    before = await dep.head(wiki)
+    batches = [{"message": f"crash {n}", "edits": [create(f"wiki/c{n}.md")]} for n in range(3)]
+    async with dep.worker.paused():
+        ids = [await dep.submit_ok(wiki, batch) for batch in batches]
+        jobs = JobStore(dep.redis, dep.settings.job_retention_seconds)
+        head, stored = await jobs.update_stored(ids[0], _running)
+        assert head is not None
+        members = [Member(head, stored, False, follower=False), *await group.claim(_deps(dep, jobs), head)]
+        assert [m.record.job_id for m in members] == ids
+        store = GitStore(dep.data)
+        repo = store.open(wiki)
+        landed = await asyncio.to_thread(
+            group.run_group, repo, policy_for(repo.path), dep.settings.limits, members
+        )
+        store.close()
+        assert all(d.result is not None for d in landed.decided)
+        # ... and the worker dies here: nothing recorded, the jobs stay running in arq's queue
+    results = [await dep.wait(job_id) for job_id in ids]
+    assert [r["status"] for r in results] == ["succeeded"] * 3, results
+    assert [r["result"]["commit"] for r in results] == [d.result.commit for d in landed.decided if d.result]
+    log = await dep.commits(wiki, 5)
+    assert [c["job_id"] for c in log[:3]] == list(reversed(ids))
+    assert log[3]["commit"] == before
+
+
+def _running(record: Any) -> Any:
+    record.status, record.runs = "running", record.runs + 1
+    return record
+
+
+def _deps(dep: Deployment, jobs: JobStore) -> Any:
+    from worker.jobs.context import Deps
+
+    return Deps(dep.settings, GitStore(dep.data), jobs)
