@@ -272,7 +272,7 @@ def _ms(values: list[float], q: float) -> float:
 
 def section(ctx: Context) -> list[Row]:
     """Latency, sustained throughput (1 and 2 workers), engine-only rate, arq defaults, idle CPU."""
-    latency_n, per_wiki, engine_n, arq_n = (40, 15, 60, 10) if ctx.quick else (300, 60, 300, 40)
+    latency_n, per_wiki, engine_n, arq_n = (40, 15, 60, 10) if ctx.quick else (300, 250, 1000, 40)
     root = ctx.workdir / "queue"
     engine_rate = _engine_only(ctx.workdir / "engine-only", engine_n)
     service = Service(root, WIKIQ_PARTITIONS="16", WIKIQ_LEASE_SECONDS="5")
@@ -384,7 +384,7 @@ def durability_rows(ctx: Context) -> list[Row]:
     """Submission latency (POST→202, and →committed) and sustained 1-worker rate per acceptance
     durability, each on a fresh deployment built the same way, next to an engine-only rate measured just
     before them (the host's load moves during a run: the section's first engine figure is minutes old)."""
-    latency_n, per_wiki, engine_n = (40, 15, 60) if ctx.quick else (200, 40, 300)
+    latency_n, per_wiki, engine_n = (40, 15, 60) if ctx.quick else (200, 150, 1000)
     engine_rate = _engine_only(ctx.workdir / "engine-durability", engine_n)
     rows: list[Row] = [
         Row(
