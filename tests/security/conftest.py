@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.e2e.service import Service
+from tests.gitutil import fsck
 
 TOKENS = {
     "admin": "tok-admin-0123456789",
@@ -59,6 +60,15 @@ def as_(service: Service, who: str | None) -> httpx.Client:
     return httpx.Client(base_url=service.url, headers=headers, timeout=70)
 
 
+def fsck_every_wiki(service: Service) -> None:
+    """After a module's attacks: every wiki of ``service`` passes ``git fsck --strict`` (nothing a refused
+    or accepted batch wrote is broken, missing or a name git flags)."""
+    repos = sorted((service.data / "wikis").glob("*.git"))
+    assert repos, "the deployment has no wiki"
+    for repo in repos:
+        fsck(repo)
+
+
 def deployment(root: Path, workers: int, **env: str) -> Service:
     """A deployment with the suite's tokens file and a wiki ``sec``."""
     tokens = root / "tokens.toml"
@@ -75,6 +85,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service = deployment(tmp_path_factory.mktemp("secured"), workers=1, WIKIQ_REDELIVER_INTERVAL_SECONDS="60")
     yield service
     service.stop()
+    fsck_every_wiki(service)
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +99,4 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     )
     yield service
     service.stop()
+    fsck_every_wiki(service)
