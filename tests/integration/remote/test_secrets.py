@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from worker.git.remote import (
     RemoteUnavailable,
     clone_or_init_cache,
     fetch,
+    gitcommand,
     push_cas,
     redact,
     remote_head,
@@ -157,6 +159,34 @@ def test_the_token_travels_only_in_the_askpass_environment(monkeypatch: pytest.M
     assert "credential.helper=" in command.argv
     assert TOKEN_ENV not in command.env  # our own copy of the variable is not passed on
     assert command.env["HOME"] == str(helper.parent)  # no ~/.netrc or dotfile of the user applies
+
+
+def test_the_askpass_directory_is_one_per_user_and_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper lives in ``<tmp>/wikiq-askpass-<uid>`` (one per user, not one per process: a process
+    killed before its exit handlers left its own behind), is rewritten if removed, and a directory there
+    that is not this user's private one (mode 0755 here) is not used."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(gitcommand, "_askpass_path", None)
+    helper = askpass_helper()
+    assert helper.parent == tmp_path / f"wikiq-askpass-{os.getuid()}"
+    assert stat.S_IMODE(helper.parent.stat().st_mode) == 0o700
+    monkeypatch.setattr(gitcommand, "_askpass_path", None)  # another process of the same user
+    assert askpass_helper() == helper
+    helper.unlink()
+    assert askpass_helper() == helper and os.access(helper, os.X_OK)
+    assert [p.name for p in helper.parent.iterdir()] == ["askpass"]
+
+    helper.unlink()
+    helper.parent.rmdir()
+    helper.parent.mkdir(mode=0o755)
+    helper.parent.chmod(0o755)
+    monkeypatch.setattr(gitcommand, "_askpass_path", None)
+    own = askpass_helper()
+    assert own.parent != helper.parent and own.parent.name.startswith("wikiq-askpass-")
+    assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
+    assert list(helper.parent.iterdir()) == []
 
 
 def test_credentials_are_read_when_used(

@@ -39,6 +39,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -319,16 +320,57 @@ _askpass_path: Path | None = None
 
 
 def askpass_helper() -> Path:
-    """The askpass script, written once per process into a private 0700 directory (rewritten if removed)."""
+    """The askpass script (no secret in it: it answers from the environment of each git command), in a
+    private 0700 directory that also serves as the commands' empty ``HOME``.
+
+    One directory per user, ``<tmp>/wikiq-askpass-<uid>``, shared by every wikiq process of that user and
+    kept: a directory per process was left behind by every process that died without running its exit
+    handlers (SIGKILL, a crash), hundreds of them on a machine running the tests. It is used only if it is
+    a real directory owned by this user with mode 0700 (one another user made first, or a symlink, is not);
+    otherwise a private directory of this process's own, removed at exit, as before. The script is written
+    under a temporary name and renamed into place, so processes starting together never see half of it.
+    """
     global _askpass_path
     with _askpass_lock:
-        if _askpass_path is not None and _askpass_path.exists():
+        if _askpass_path is not None and _is_helper(_askpass_path):
             return _askpass_path
-        directory = Path(tempfile.mkdtemp(prefix="wikiq-askpass-"))  # mode 0700
-        atexit.register(shutil.rmtree, directory, True)
+        directory = _shared_private_dir()
         path = directory / "askpass"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(_ASKPASS_SCRIPT)
+        if not _is_helper(path):
+            fd, name = tempfile.mkstemp(dir=directory, prefix=".askpass-")
+            with os.fdopen(fd, "w") as handle:
+                handle.write(_ASKPASS_SCRIPT)
+            os.chmod(name, 0o700)
+            os.replace(name, path)
         _askpass_path = path
         return path
+
+
+def _is_helper(path: Path) -> bool:
+    """True when ``path`` is our askpass script, executable."""
+    try:
+        return path.read_text() == _ASKPASS_SCRIPT and os.access(path, os.X_OK)
+    except OSError:
+        return False
+
+
+def _shared_private_dir() -> Path:
+    """``<tmp>/wikiq-askpass-<uid>`` when it is (or can be made) this user's private directory; else a
+    fresh private directory of this process, removed at exit."""
+    shared = Path(tempfile.gettempdir()) / f"wikiq-askpass-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        shared.mkdir(mode=0o700)
+    try:
+        found = os.lstat(shared)
+    except OSError:
+        found = None
+    if (
+        found is not None
+        and stat.S_ISDIR(found.st_mode)
+        and found.st_uid == os.getuid()
+        and stat.S_IMODE(found.st_mode) == 0o700
+    ):
+        return shared
+    directory = Path(tempfile.mkdtemp(prefix="wikiq-askpass-"))  # mode 0700
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
