@@ -22,7 +22,6 @@ the small packs it rolls up (``worker.git.rollup``), deleted once the commit is 
 
 from __future__ import annotations
 
-import enum
 import threading
 import time
 from collections.abc import Mapping
@@ -60,15 +59,6 @@ from worker.git.snapshot import COMMIT_TREES, FILE_MODE, TREES, CommitTrees, Sna
 from worker.git.textindex import TextIndex
 
 GITLINK_MODE = 0o160000  # a submodule's entry: not a file of the wiki
-
-
-class Head(enum.Enum):
-    """Where a ``CommitGroup`` starts by default: the repository's ``main`` as it is when the group opens."""
-
-    MAIN = "main"
-
-
-HEAD = Head.MAIN
 
 
 @dataclass(frozen=True)
@@ -386,10 +376,9 @@ class WikiRepo:
             self._settle(pending, absorbed)
             return commit
 
-    def group(self, on: str | Head | None = HEAD) -> CommitGroup:
-        """A group of consecutive commits on the current head (or on the commit ``on``; None: on an empty
-        branch), landed together (see ``CommitGroup``)."""
-        return CommitGroup(self, on)
+    def group(self) -> CommitGroup:
+        """A group of consecutive commits on the current head, landed together (see ``CommitGroup``)."""
+        return CommitGroup(self)
 
     def write_commit(
         self,
@@ -408,18 +397,14 @@ class WikiRepo:
         """
         with self.lock:
             commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
-            self._write_objects(objects)
+            pending, absorbed = self._pack(objects)
+            faults.point("git.pack_written")
+            try:
+                publish_durably(self.path, pending)
+            finally:
+                pending.discard()
+            self._settle(pending, absorbed)
             return commit
-
-    def _write_objects(self, objects: dict[bytes, PackedObject]) -> None:
-        """``objects`` as one pack (rolling smaller ones up), durable and then visible; no ref moved."""
-        pending, absorbed = self._pack(objects)
-        faults.point("git.pack_written")
-        try:
-            publish_durably(self.path, pending)
-        finally:
-            pending.discard()
-        self._settle(pending, absorbed)
 
     def _pack(self, objects: dict[bytes, PackedObject]) -> tuple[PendingPack, list[str]]:
         """The pack of a commit's ``objects`` under temporary names, carrying the entries of the packs it
@@ -506,9 +491,8 @@ class CommitGroup:
     deleted). Leaving the block without ``land`` drops every commit of the group.
     """
 
-    def __init__(self, repo: WikiRepo, on: str | Head | None = HEAD) -> None:
+    def __init__(self, repo: WikiRepo) -> None:
         self.repo = repo
-        self.on = on
         self.base: str | None = None
         self.head: str | None = None
         self.commits: list[str] = []
@@ -516,7 +500,7 @@ class CommitGroup:
 
     def __enter__(self) -> CommitGroup:
         self.repo.lock.acquire()
-        self.base = self.head = self.repo.head() if isinstance(self.on, Head) else self.on
+        self.base = self.head = self.repo.head()
         self.repo._pending = self.objects
         return self
 
@@ -545,15 +529,6 @@ class CommitGroup:
         self.commits.append(commit)
         self.head = commit
         return commit
-
-    def write(self) -> None:
-        """Write the commits added so far as one pack, durable and then visible (the order of
-        ``worker.git.refs``), WITHOUT moving ``main``: a remote-backed wiki's cache, whose branch moves
-        when a push is accepted. Commits added later build on them; git reads them from disk from now on."""
-        if not self.objects:
-            return
-        self.repo._write_objects(self.objects)
-        self.objects.clear()  # the same dict as ``repo._pending``: reads go to the pack now
 
     def land(self) -> None:
         """Write every commit of the group as one pack and move ``main`` from ``base`` to the last one

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from worker.engine import Plan, preflight, review
@@ -88,27 +87,15 @@ def reads_widely(batch: Batch) -> bool:
     )
 
 
-def never_alone(batch: Batch) -> bool:
-    """False: every batch may join a group (a remote publish writes each commit before the next is checked
-    when one reads widely)."""
-    return False
-
-
-async def claim(
-    deps: Deps,
-    first: JobRecord,
-    limit: int = GROUP_MAX - 1,
-    alone: Callable[[Batch], bool] = reads_widely,
-) -> list[Member]:
-    """The queued jobs of ``first``'s wiki right behind it on its partition, in order, now ``running``:
-    at most ``limit``, holding less than ``GROUP_BYTES`` in all (see the module for where the run stops);
-    none for a batch that must run ``alone``, and the run stops before one."""
-    if limit <= 0 or first.batch is None or alone(first.batch):
+async def claim(deps: Deps, first: JobRecord) -> list[Member]:
+    """The queued jobs of ``first``'s wiki right behind it on its partition, in order, now ``running``
+    (see the module for where the run stops); none for a batch that must run alone."""
+    if first.batch is None or reads_widely(first.batch):
         return []
     redis = deps.jobs.redis
     ids = [
         raw.decode() if isinstance(raw, bytes) else str(raw)
-        for raw in await redis.zrange(queue_name(first.partition), 0, limit * 4)
+        for raw in await redis.zrange(queue_name(first.partition), 0, GROUP_MAX * 4)
     ]
     ids = [job_id for job_id in ids if job_id != first.job_id]
     raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
@@ -122,7 +109,7 @@ async def claim(
         record = JobRecord.model_validate_json(raw)
         if record.wiki != first.wiki or record.status in ("succeeded", "failed", "cancelled"):
             continue
-        if record.status != "queued" or record.batch is None or alone(record.batch):
+        if record.status != "queued" or record.batch is None or reads_widely(record.batch):
             break  # a dead run's job, or one that runs alone: nothing behind it may overtake it
         size += record.queued_bytes
         if chosen and size > GROUP_BYTES:
@@ -130,7 +117,7 @@ async def claim(
         record.status, record.runs, record.started_ms = "running", record.runs + 1, now_ms()
         chosen.append((record.job_id, raw, record.model_dump_json(exclude_defaults=True).encode()))
         records.append(record)
-        if len(chosen) >= limit:
+        if len(chosen) >= GROUP_MAX - 1:
             break
     stored = await deps.jobs.swap_many(chosen)
     members = []

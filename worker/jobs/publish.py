@@ -1,16 +1,14 @@
 """Commit = publish: batches of a remote-backed wiki land only once their commits are on the remote branch.
 
 The job ``apply_batch`` runs for a remote-backed wiki becomes the head of a *group*: it claims the wiki's
-batches queued behind it on its partition (``worker.jobs.group.claim``: up to ``remote_coalesce_max`` and
-8 MiB of batches; they are marked ``running`` and stay in arq's queue until they are recorded finished, so
-if this worker dies they run again and look for their own commits). A round, in a thread
-(``publish_round``):
+batches queued behind it on its partition (up to ``remote_coalesce_max``; they are marked ``running`` and
+stay in the queue, so if this worker dies they run again and look for their own commits). A round, in a
+thread (``publish_round``):
 
 1. fetch the remote branch (the system of record) and move the cache's ``main`` to it;
 2. for a job that may have run before, look for its ``Wikiq-Job`` trailer on the branch first;
 3. check each batch in order on the head the previous one left (preflight, the same rules as a local
-   wiki), building one commit each, all written as ONE pack with ONE ``syncfs`` (durable, no ref moved;
-   written before a batch that reads many pages, so that ``git grep`` can narrow them down);
+   wiki), writing one commit each (objects durable, no ref moved);
 4. push the last commit with a compare-and-swap on the branch (``--force-with-lease`` from the fetched head;
    never a force), so one push publishes the whole group; then ``main`` follows.
 
@@ -52,7 +50,7 @@ from worker.git.remote import (
 from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
-from worker.jobs.group import Member, claim, never_alone, reads_widely
+from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.results import error_info, job_result
@@ -69,10 +67,9 @@ MAX_BACKOFF = 30.0
 class Outcome:
     """What one job of a group ends with: a result, or an error.
 
-    A group (a local wiki's group commit, ``worker.jobs.group``, or a remote publish) also hands over the
-    job's running record and the exact bytes stored for it (``record``, ``stored``: it is then finished
-    without being read again) and whether arq never started it (``follower``: its arq entry leaves the
-    queue as it finishes).
+    A local wiki's group commit (``worker.jobs.group``) also hands over the job's running record and the
+    exact bytes stored for it (``record``, ``stored``: it is then finished without being read again) and
+    whether arq never started it (``follower``: its arq entry leaves the queue as it finishes).
     """
 
     job_id: str
@@ -81,6 +78,14 @@ class Outcome:
     record: JobRecord | None = None
     stored: bytes | None = None
     follower: bool = False
+
+
+@dataclass
+class Member:
+    """One job of a group; ``maybe_ran`` when its commit may already be on the remote."""
+
+    record: JobRecord
+    maybe_ran: bool
 
 
 class _Moved(Exception):
@@ -168,23 +173,19 @@ def publish_round(
     known = None if fetch_first else read_ref(repo.path, tracking_ref(remote))
     tip = known if known is not None else fetch(repo.path, remote)
     follow(repo, tip)
+    head = tip
     outcomes: list[Outcome] = []
     commits: list[tuple[Plan, int]] = []
-    with repo.group(on=tip) as group:  # the round's commits: one pack, one syncfs, no ref moved
-        for member in members:
-            if member.record.batch is not None and reads_widely(member.record.batch):
-                group.write()  # git grep narrows the pages it reads only in a tree on disk (else: all)
-            outcome, plan = _decide(repo, member, tip, group.head, policy, limits)
-            if plan is not None:
-                record = member.record
-                assert record.batch is not None
-                author = Identity(record.author.name, record.author.email)
-                commit = group.add(plan, record.batch.message, author, job_id=record.job_id)
-                outcome.result = job_result(commit, plan)
-                commits.append((plan, len(record.batch.edits)))
-            outcomes.append(outcome)
-        group.write()
-    head = group.head
+    for member in members:
+        outcome, plan = _decide(repo, member, tip, head, policy, limits)
+        if plan is not None:
+            record = member.record
+            assert record.batch is not None
+            author = Identity(record.author.name, record.author.email)
+            head = repo.write_commit(plan, head, record.batch.message, author, job_id=record.job_id)
+            outcome.result = job_result(head, plan)
+            commits.append((plan, len(record.batch.edits)))
+        outcomes.append(outcome)
     if not commits:
         if known is not None:  # nothing pushed confirmed the head we built on: decide on the real one
             return publish_round(repo, remote, members, policy, limits, fetch_first=True)
@@ -207,6 +208,38 @@ def publish_round(
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
+async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobRecord]:
+    """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
+    if limit <= 0:
+        return []
+    redis = deps.jobs.redis
+    ids = [
+        raw.decode() if isinstance(raw, bytes) else str(raw)
+        for raw in await redis.zrange(queue_name(first.partition), 0, limit * 8)
+    ]
+    ids = [job_id for job_id in ids if job_id != first.job_id]
+    raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
+    candidates = [JobRecord.model_validate_json(raw) for raw in raws if raw is not None]
+    claimed: list[JobRecord] = []
+    for record in candidates:
+        if record.wiki != first.wiki or record.status != "queued":
+            continue
+
+        def start(r: JobRecord) -> JobRecord | None:
+            if r.status != "queued":
+                return None
+            r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
+            return r
+
+        after = await deps.jobs.update(record.job_id, start)
+        if after is not None and after.status == "running" and after.runs == record.runs + 1:
+            claimed.append(after)
+            telemetry.job_started(after)
+            if len(claimed) >= limit:
+                break
+    return claimed
+
+
 class Publisher:
     """The publishing state of one worker process: when each remote was last pushed to."""
 
@@ -224,7 +257,6 @@ class Publisher:
         deps: Deps,
         wikis: Wikis,
         first: JobRecord,
-        stored: bytes | None,
         entry: WikiEntry,
         owner: str | None,
         stop: asyncio.Event,
@@ -239,8 +271,8 @@ class Publisher:
         await self._spaced(remote, settings.remote_push_interval_seconds, stop)
         if stop.is_set():
             return []
-        followers = await claim(deps, first, settings.remote_coalesce_max - 1, alone=never_alone)
-        members = [Member(first, stored, first.runs > 1, follower=False), *followers]
+        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1)
+        members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
         waited_since: float | None = None
         moved = refused = 0
         backoff = 0.5
@@ -259,7 +291,7 @@ class Publisher:
                     raise
                 if fault is not None and not any(m.maybe_ran for m in members):
                     # nothing of this group can have been published: fail at once, no wait
-                    return _all_failed(members, fault)
+                    return [Outcome(m.record.job_id, error=error_info(fault)) for m in members]
                 # else an earlier push of the group may have landed: wait and look for it, like below
                 unavailable = fault or exc
                 assert isinstance(unavailable, WikiqError)
@@ -269,7 +301,7 @@ class Publisher:
                 now = time.monotonic()
                 waited_since = now if waited_since is None else waited_since
                 if now - waited_since >= settings.remote_wait_seconds:
-                    return _all_failed(members, unavailable)
+                    return [Outcome(m.record.job_id, error=error_info(unavailable)) for m in members]
                 log.warning(
                     "remote %s unavailable (%s); waiting %.1f s", remote.name, unavailable.message, backoff
                 )
@@ -282,13 +314,13 @@ class Publisher:
                         f"the branch of remote {remote.name!r} kept moving while we published "
                         f"({moved} attempts); submit the batch again"
                     )
-                    return _all_failed(members, error)
+                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
                 continue  # fetch and check again at once
             except _Refused as exc:
                 refused += 1
                 if refused >= settings.remote_push_attempts:
                     error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
-                    return _all_failed(members, error)
+                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
                 log.warning("remote %s refused the push (%s); trying again", remote.name, exc.reason)
             else:
                 if done.pushed:
@@ -303,26 +335,10 @@ class Publisher:
                         partition=first.partition,
                         owner=owner,
                     )
-                return _handed(members, done.outcomes)
+                return done.outcomes
             if await _pause(stop, backoff):
                 return []
             backoff = min(backoff * 2, MAX_BACKOFF)
-
-
-def _all_failed(members: Sequence[Member], error: WikiqError) -> list[Outcome]:
-    """Every member failed with ``error`` (handed over like any outcome)."""
-    return _handed(members, [Outcome(m.record.job_id, error=error_info(error)) for m in members])
-
-
-def _handed(members: Sequence[Member], outcomes: list[Outcome]) -> list[Outcome]:
-    """``outcomes`` with each member's running record, stored bytes and follower flag handed over, so
-    that all are finished in one script and followers leave arq's queue (``worker.jobs.run``)."""
-    by_id = {member.record.job_id: member for member in members}
-    for outcome in outcomes:
-        member = by_id.get(outcome.job_id)
-        if member is not None:
-            outcome.record, outcome.stored, outcome.follower = member.record, member.stored, member.follower
-    return outcomes
 
 
 def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:

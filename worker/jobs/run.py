@@ -206,7 +206,7 @@ async def _apply(
         entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
         if entry is not None and deps.wikis is not None:
             publish = deps.publisher.publish
-            return await publish(deps, deps.wikis, record, stored, entry, ctx.get("owner"), stop)
+            return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop)
         return await _apply_local(deps, record, stored)
     except WikiqError as exc:
         if exc.code != "INTERNAL":
