@@ -18,7 +18,7 @@ import binascii
 import functools
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -338,22 +338,6 @@ class ReplaceAcross(_Strict):
 
 
 SectionEdit = ReplaceSection | AppendSection | InsertSectionAfter | RemoveSection | RenameSection
-Edit = Annotated[
-    Create
-    | Overwrite
-    | Replace
-    | Delete
-    | Rename
-    | Append
-    | Frontmatter
-    | ReplaceSection
-    | AppendSection
-    | InsertSectionAfter
-    | RemoveSection
-    | RenameSection
-    | ReplaceAcross,
-    Field(discriminator="op"),
-]
 EditModel = (
     Create
     | Overwrite
@@ -369,20 +353,10 @@ EditModel = (
     | RenameSection
     | ReplaceAcross
 )
-OPS: tuple[str, ...] = (
-    "create",
-    "overwrite",
-    "replace",
-    "delete",
-    "rename",
-    "append",
-    "frontmatter",
-    "replace_section",
-    "append_section",
-    "insert_section_after",
-    "remove_section",
-    "rename_section",
-    "replace_across",
+Edit = Annotated[EditModel, Field(discriminator="op")]
+# every op name, in the order of ``EditModel`` (each model's ``op`` is a one-value Literal)
+OPS: tuple[str, ...] = tuple(
+    get_args(model.model_fields["op"].annotation)[0] for model in get_args(EditModel)
 )
 
 
