@@ -46,15 +46,14 @@ SMALL, LARGE, WIDE = 100, 100_000, 10_000
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much to measure: layouts, engine commits per layout, baseline commits per layout name, and the
-    layouts also measured with batches confined to the same ``SAME_FOLDERS`` folders."""
+    """How much to measure: layouts, engine commits per layout (and per size of the same-folders
+    comparison), baseline commits per layout name, and which layout to profile."""
 
     layouts: tuple[Layout, ...]
     engine_commits: int
     baseline_commits: dict[str, int]
     profile_commits: int
     profile_layout: str
-    same_folders: tuple[str, ...] = (f"nested_{WIDE}", f"nested_{LARGE}")
 
 
 _LAYOUTS = (Layout("nested", SMALL), Layout("nested", 10_000), Layout("nested", LARGE), Layout("flat", WIDE))
@@ -88,6 +87,16 @@ class EngineRun:
     def commits_per_s(self) -> float:
         """Sequential throughput: commits over the wall time they took."""
         return len(self.wall) / sum(self.wall)
+
+    def __add__(self, other: EngineRun) -> EngineRun:
+        """Both runs' commits as one run."""
+        return EngineRun(
+            self.wall + other.wall,
+            self.cpu + other.cpu,
+            self.syncfs + other.syncfs,
+            self.reads + other.reads,
+            self.objects + other.objects,
+        )
 
 
 @dataclass
@@ -146,15 +155,18 @@ def engine_commit(repo: WikiRepo, workload: Workload, job: int) -> tuple[float, 
     return wall, cpu
 
 
-def run_engine(repo: WikiRepo, workload: Workload, commits: int, warmup: int = WARMUP) -> EngineRun:
-    """``commits`` sequential engine commits after a short untimed warm-up."""
-    for job in range(warmup):
+def run_engine(
+    repo: WikiRepo, workload: Workload, commits: int, warmup: int = WARMUP, first: int = 0
+) -> EngineRun:
+    """``commits`` sequential engine commits after a short untimed warm-up (jobs numbered from ``first``)."""
+    for job in range(first, first + warmup):
         engine_commit(repo, workload, job)
     before = loose_objects(repo.path)
     wall: list[float] = []
     cpu = 0.0
+    start = first + warmup
     with timed_calls(gitrefs, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
-        for job in range(warmup, warmup + commits):
+        for job in range(start, start + commits):
             seconds, cpu_seconds = engine_commit(repo, workload, job)
             wall.append(seconds)
             cpu += cpu_seconds
@@ -294,16 +306,15 @@ def baseline_rows(layout: Layout, engine: EngineRun, baseline: BaselineRun) -> l
 
 def measure_engine(
     ctx: Context, sizes: Sizes, layout: Layout, data: Path
-) -> tuple[float, EngineRun, Workload, EngineRun | None]:
-    """Build one wiki under ``data``, time the engine on it (and profile it when asked), then, when asked,
-    on batches confined to ``SAME_FOLDERS`` folders; (build s, run, workload, same-folders run)."""
+) -> tuple[float, EngineRun, Workload]:
+    """Build one wiki under ``data`` and time the engine on it (and profile it when asked); (build s, run,
+    workload)."""
     wiki = layout.name.replace("_", "-")
     start = time.perf_counter()
     versions = build_bare(data, wiki, layout)
     built = time.perf_counter() - start
     workload = Workload(layout, versions)
     store = GitStore(data)
-    same: EngineRun | None = None
     try:
         repo = store.open(wiki)
         run = run_engine(repo, workload, sizes.engine_commits)
@@ -311,20 +322,70 @@ def measure_engine(
         if layout.name == sizes.profile_layout:
             text = profile_engine(repo, workload, sizes.profile_commits)
             ctx.notes.append(f"cProfile of {sizes.profile_commits} engine commits on {layout.name}:\n{text}")
-        if layout.name in sizes.same_folders:
-            confined = Workload(layout, dict(workload.versions), seed=7, folders=SAME_FOLDERS)
-            same = run_engine(repo, confined, sizes.engine_commits, warmup=SAME_FOLDERS_WARMUP)
-            workload = Workload(layout, confined.versions)  # the head now, for the baseline
     finally:
         store.close()
     os.sync()
-    return built, run, workload, same
+    return built, run, workload
+
+
+def measure_same_folders(ctx: Context, sizes: Sizes) -> list[Row]:
+    """The re-posed goal: the same batch shape on pages of the same ``SAME_FOLDERS`` folders of 100, on a
+    wiki of 10 000 and one of 100 000 pages, in one process.
+
+    Both wikis are built and warmed up first (``SAME_FOLDERS_WARMUP`` untimed commits each, so that those
+    folders' trees are parsed at both sizes); then the timed commits alternate in four blocks, 10 000,
+    100 000, 100 000, 10 000 (ABBA): a machine whose load drifts during the comparison weighs on both sizes
+    alike instead of on whichever ran second."""
+    data = ctx.workdir / "same-folders"
+    layouts = {size: Layout("nested", size) for size in (WIDE, LARGE)}
+    wikis = {size: layout.name.replace("_", "-") for size, layout in layouts.items()}
+    workloads = {
+        size: Workload(layout, build_bare(data, wikis[size], layout), seed=7, folders=SAME_FOLDERS)
+        for size, layout in layouts.items()
+    }
+    store = GitStore(data)
+    runs: dict[int, EngineRun] = {}
+    try:
+        repos = {size: store.open(wiki) for size, wiki in wikis.items()}
+        for size, repo in repos.items():
+            run_engine(repo, workloads[size], 0, warmup=SAME_FOLDERS_WARMUP)
+        block = sizes.engine_commits // 2
+        first = SAME_FOLDERS_WARMUP
+        for size in (WIDE, LARGE, LARGE, WIDE):
+            run = run_engine(repos[size], workloads[size], block, warmup=0, first=first)
+            runs[size] = runs[size] + run if size in runs else run
+            first += block
+    finally:
+        store.close()
+        shutil.rmtree(data, ignore_errors=True)
+    ctx.console.log("engine: same folders done")
+    rows: list[Row] = []
+    for size, run in runs.items():
+        key = f"engine.{layouts[size].name}.same_folders"
+        ms = sorted(x * 1000 for x in run.wall)
+        rows += [
+            Row(
+                f"{key}_commits_per_s",
+                run.commits_per_s,
+                "commits/s",
+                f"{len(ms)} batches on pages of the same {SAME_FOLDERS} folders (warm-up "
+                f"{SAME_FOLDERS_WARMUP}; 10k and 100k alternate, ABBA)",
+            ),
+            Row(f"{key}_p50_ms", statistics.median(ms), "ms", "per commit"),
+            Row(
+                f"{key}_cpu_ms",
+                run.cpu * 1000 / len(ms),
+                "ms/commit",
+                "CPU of this process (steadier than wall time on a busy machine)",
+            ),
+        ]
+    return rows
 
 
 def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
     """The engine, then the GitPython baseline (on a clone of the engine's result), on one layout."""
     data = ctx.workdir / layout.name
-    built, engine, workload, same = measure_engine(ctx, sizes, layout, data)
+    built, engine, workload = measure_engine(ctx, sizes, layout, data)
     commits = sizes.baseline_commits.get(layout.name, 0)
     if commits:
         bare = GitStore(data).path(layout.name.replace("_", "-"))
@@ -333,26 +394,7 @@ def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
         baseline = BaselineRun(skipped="--quick" if ctx.quick else "run at the nested sizes only")
     shutil.rmtree(data, ignore_errors=True)
     ctx.console.log(f"engine: {layout.name} done")
-    rows = engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
-    if same is not None:
-        ms = sorted(x * 1000 for x in same.wall)
-        rows += [
-            Row(
-                f"engine.{layout.name}.same_folders_commits_per_s",
-                same.commits_per_s,
-                "commits/s",
-                f"{len(ms)} batches on pages of the same {SAME_FOLDERS} folders (warm-up "
-                f"{SAME_FOLDERS_WARMUP})",
-            ),
-            Row(f"engine.{layout.name}.same_folders_p50_ms", statistics.median(ms), "ms", "per commit"),
-            Row(
-                f"engine.{layout.name}.same_folders_cpu_ms",
-                same.cpu * 1000 / len(ms),
-                "ms/commit",
-                "CPU of this process (steadier than wall time on a busy machine)",
-            ),
-        ]
-    return rows
+    return engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
 
 
 def summary_rows(rows: list[Row]) -> list[Row]:
@@ -405,4 +447,5 @@ def section(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     for layout in sizes.layouts:
         rows += measure_layout(ctx, sizes, layout)
+    rows += measure_same_folders(ctx, sizes)
     return rows + summary_rows(rows)
