@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from tests.e2e.receiver import running_receiver
 from tests.e2e.service import TEST_SECRET
 from worker.webhooks.deliver import send, signer_for
-from worker.webhooks.http import SendError, WebhookSender
+from worker.webhooks.http import MAX_IDLE, SendError, WebhookSender
 
 Handler = Callable[[bytes], bytes]
 
@@ -88,6 +88,31 @@ async def test_one_connection_serves_many_posts() -> None:
             assert (await sender.post(f"http://127.0.0.1:{seen['port']}/", b"%d" % n, {})).status == 200
         await sender.aclose()
     assert (seen["connections"], seen["requests"]) == (1, 10)
+
+
+async def test_a_burst_of_posts_keeps_its_connections_for_the_next_burst() -> None:
+    """Forty POSTs at once need forty connections; all are kept idle (up to ``MAX_IDLE`` per origin), so
+    a second burst opens none."""
+    async with keepalive_server(OK) as seen:
+        sender = WebhookSender(allow_private=True, timeout=5)
+        url = f"http://127.0.0.1:{seen['port']}/"
+        for _ in range(2):
+            answers = await asyncio.gather(*(sender.post(url, b"{}", {}) for _ in range(40)))
+            assert {answer.status for answer in answers} == {200}
+        await sender.aclose()
+    assert 40 <= MAX_IDLE and (seen["requests"], seen["connections"]) == (80, 40)
+
+
+async def test_idle_connections_are_bounded_per_origin() -> None:
+    """More concurrent POSTs than ``MAX_IDLE``: the connections beyond it are closed after their answer."""
+    async with keepalive_server(OK) as seen:
+        sender = WebhookSender(allow_private=True, timeout=5)
+        url = f"http://127.0.0.1:{seen['port']}/"
+        answers = await asyncio.gather(*(sender.post(url, b"{}", {}) for _ in range(MAX_IDLE + 8)))
+        assert {answer.status for answer in answers} == {200}
+        assert sum(map(len, sender.idle.values())) == MAX_IDLE
+        await sender.aclose()
+    assert seen["connections"] == MAX_IDLE + 8
 
 
 async def test_an_idle_connection_the_receiver_closed_is_replaced() -> None:

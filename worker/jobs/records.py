@@ -11,7 +11,6 @@ Every change to a finished job is announced on the ``wikiq:events`` channel so l
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -540,6 +539,6 @@ class JobStore:
 def event_body(record: JobRecord) -> str:
     """The event POSTed for a finished job: type, timestamp and the job object."""
     kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
-    data = record.public(reveal=True).model_dump(mode="json")  # the receiver is the submitter's own
+    data = record.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
     timestamp = iso(record.finished_ms if record.finished_ms is not None else now_ms())
-    return json.dumps({"type": kind, "timestamp": timestamp, "data": data})
+    return f'{{"type":"{kind}","timestamp":"{timestamp}","data":{data}}}'  # both plain ASCII, no escapes

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ from worker.webhooks.guard import address_refused
 
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # would end or split the request line: never sent
 MAX_BODY = 64 * 1024  # bytes of an answer's body read at most (a receiver's answer is ignored)
-MAX_IDLE = 16  # idle connections kept per origin
+MAX_IDLE = 64  # idle connections kept per origin: a burst's worth (``worker.webhooks.first.IN_FLIGHT``)
+MAX_IDLE_TOTAL = 256  # ... and over all origins
 USER_AGENT = "wikiq-webhooks/0.1"
 
 
@@ -84,6 +86,18 @@ class _Connection:
             self.writer.close()
 
 
+async def _addresses(host: str, port: int) -> list[str]:
+    """The addresses to connect to for ``host``: itself when it is an IP address (no resolver thread),
+    else what the resolver answers."""
+    with contextlib.suppress(ValueError):
+        return [str(ipaddress.ip_address(host))]
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=0, proto=6)
+    except OSError as exc:
+        raise SendError(f"ConnectError: cannot resolve {host}: {exc}") from None
+    return [str(info[4][0]) for info in infos]
+
+
 @dataclass
 class WebhookSender:
     """Sends webhook POSTs (see the module); ``allow_private`` skips the address check, ``timeout`` bounds
@@ -128,15 +142,17 @@ class WebhookSender:
                 except BaseException:
                     connection.close()
                     raise
-                if keep:
-                    kept = self.idle.setdefault(origin, [])
-                    if len(kept) < MAX_IDLE:
-                        kept.append(connection)
-                    else:
-                        connection.close()
+                if keep and self._may_keep(origin):
+                    self.idle.setdefault(origin, []).append(connection)
                 else:
                     connection.close()
                 return answer
+
+    def _may_keep(self, origin: tuple[str, str, int]) -> bool:
+        """Whether one more idle connection to ``origin`` stays within ``MAX_IDLE`` and ``MAX_IDLE_TOTAL``."""
+        if len(self.idle.get(origin, ())) >= MAX_IDLE:
+            return False
+        return sum(map(len, self.idle.values())) < MAX_IDLE_TOTAL
 
     async def _connection(self, origin: tuple[str, str, int]) -> tuple[bool, _Connection]:
         """An idle connection to ``origin`` (True) or a new one (False)."""
@@ -147,12 +163,7 @@ class WebhookSender:
                 return True, connection
             connection.close()
         scheme, host, port = origin
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=0, proto=6)
-        except OSError as exc:
-            raise SendError(f"ConnectError: cannot resolve {host}: {exc}") from None
-        addresses = [str(info[4][0]) for info in infos]
+        addresses = await _addresses(host, port)
         if not addresses or (not self.allow_private and any(address_refused(a) for a in addresses)):
             raise SendError(f"ConnectError: {host} resolves to a refused address")
         tls = None
