@@ -15,7 +15,7 @@ from tests.e2e.remotes import batch, create, deployment, start_worker
 from tests.e2e.service import Service
 from tests.gitutil import git_text
 from tests.integration.remote.conftest import HTTP_PASSWORD_ENV, TRANSPORTS, Site, start_site
-from tests.integration.remote.repos import branch_head, commit, push_as_someone_else, refuse_pushes
+from tests.integration.remote.repos import branch_head, commit, git, push_as_someone_else, refuse_pushes
 from worker.git.remote import Remote
 
 
@@ -208,6 +208,34 @@ def test_a_remote_that_stays_away_fails_the_job_remote_unavailable(daemon: Site,
         job = service.apply("docs", batch("lost", create("wiki/lost.md")))
         assert job["status"] == "failed" and job["error"]["code"] == "REMOTE_UNAVAILABLE"
         assert "docs" in job["error"]["message"] and "Traceback" not in job["error"]["message"]
+    finally:
+        service.stop()
+
+
+def test_a_job_whose_commit_another_run_published_while_we_pushed_reports_that_commit(
+    daemon: Site, tmp_path: Path
+) -> None:
+    """The remote branch moved under our push to a commit carrying the job's own trailer (what an
+    overlapping run of the same group publishes, e.g. a worker that stalled past its lease and resumed):
+    the round run again after the lost compare-and-swap looks for the job's commit and reports it, instead
+    of checking the batch again on it (PATH_EXISTS for a job whose commit is published) or committing it
+    twice."""
+    repo, remote = daemon.new_repo()
+    service = deployment(tmp_path / "svc", remote, workers=0)
+    try:
+        assert service.client.post("/v1/wikis", json={"id": "docs", "remote": "docs"}).status_code == 201
+        worker = start_worker(service, 0)
+        assert service.apply("docs", batch("first", create("wiki/a.md")))["status"] == "succeeded"
+        service.kill_worker(worker)  # its cache keeps the branch head it pushed: the next round builds on it
+        job_id = service.submit("docs", batch("mine", create("wiki/b.md", "b\n"))).json()["job_id"]
+        tip = branch_head(repo)
+        theirs = commit(repo, tip, f"mine\n\nWikiq-Job: {job_id}", {"wiki/a.md": "x\n", "wiki/b.md": "b\n"})
+        git(repo, "update-ref", "refs/heads/main", theirs, str(tip))  # the other run's accepted push
+        start_worker(service, 0)
+        job = service.wait(job_id, timeout=60)
+        assert job["status"] == "succeeded", job.get("error")
+        assert job["result"]["commit"] == theirs
+        assert _trailers(repo).count(job_id) == 1
     finally:
         service.stop()
 

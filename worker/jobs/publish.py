@@ -296,8 +296,7 @@ class Publisher:
                 unavailable = fault or exc
                 assert isinstance(unavailable, WikiqError)
                 fetch_first = True
-                for member in members:
-                    member.maybe_ran = True  # a push whose answer was lost may have landed
+                _may_have_run(members)  # a push whose answer was lost may have landed
                 now = time.monotonic()
                 waited_since = now if waited_since is None else waited_since
                 if now - waited_since >= settings.remote_wait_seconds:
@@ -308,6 +307,7 @@ class Publisher:
             except _Moved:
                 telemetry.cas_retry("remote_moved")
                 fetch_first = True
+                _may_have_run(members)
                 moved += 1
                 if moved >= settings.remote_push_attempts:
                     error = RemoteRejected(
@@ -317,6 +317,7 @@ class Publisher:
                     return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
                 continue  # fetch and check again at once
             except _Refused as exc:
+                _may_have_run(members)  # a ref that moved under git's lease check is refused, not "moved"
                 refused += 1
                 if refused >= settings.remote_push_attempts:
                     error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
@@ -339,6 +340,16 @@ class Publisher:
             if await _pause(stop, backoff):
                 return []
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _may_have_run(members: Sequence[Member]) -> None:
+    """From now on, each member looks for its own commit on the branch first: a push we lost, or whose
+    answer we lost, may have published it, and so may an overlapping run of the same jobs (a worker that
+    stalled past its partition lease resumes the group it had claimed while the partition's new owner runs
+    the same jobs again). Checked again without looking, such a job would fail ``PATH_EXISTS`` (or be
+    committed twice) although its commit is on the branch."""
+    for member in members:
+        member.maybe_ran = True
 
 
 def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:
