@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from worker.git import GitStore
 from worker.jobs.consumer import PartitionRunner
-from worker.jobs.queue import connect, lease_key, queue_name
+from worker.jobs.queue import connect, enqueue_batch, lease_key, queue_name
 from worker.jobs.records import JobStore
 from worker.jobs.run import Deps
 from worker.jobs.waiters import Waiters
@@ -73,5 +73,46 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
         assert await redis.exists(elsewhere) == 1  # another queue's job is not ours to touch
     finally:
         await redis.delete(queue_name(partition), lease_key(partition), *markers, elsewhere)
+        deps.store.close()
+        await redis.aclose()
+
+
+async def _left_queue(redis: Redis, partition: int, job_id: str, timeout: float) -> bool:
+    """Whether ``job_id`` left ``partition``'s queue (arq ran it) within ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await redis.zscore(queue_name(partition), job_id) is not None:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)  # polling the queue: arq signals nothing when a job leaves it
+    return True
+
+
+async def test_a_marker_set_after_we_took_the_lease_does_not_hold_its_job(
+    redis_server: RedisServer, data_dir: Path
+) -> None:
+    """An in-progress marker that appears once we hold the lease (a process whose lease lapsed polled once
+    more, then died): a poll that starts nothing while a job is due clears it, and the job runs, instead
+    of waiting out arq's in-progress timeout (10 minutes here)."""
+    settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
+    redis = await connect(redis_server.url)
+    deps = Deps(settings, GitStore(data_dir), JobStore(redis, 60))
+    partition = 918
+    runner = PartitionRunner(partition, redis, deps, owner="worker-a")
+    stale = in_progress_key_prefix + "j-stale"
+    try:
+        await redis.set(lease_key(partition), "worker-a")
+        runner.start()
+        assert await enqueue_batch(redis, "j-first", partition, expires_s=60)
+        runner.wake.set()
+        assert await _left_queue(redis, partition, "j-first", 10)  # the runner took the lease's markers
+
+        await redis.set(stale, b"1", px=600_000)
+        assert await enqueue_batch(redis, "j-stale", partition, expires_s=60)
+        runner.wake.set()
+        assert await _left_queue(redis, partition, "j-stale", 10)
+        assert not await redis.exists(stale)
+    finally:
+        await runner.stop(grace=5)
+        await redis.delete(queue_name(partition), lease_key(partition), stale)
         deps.store.close()
         await redis.aclose()

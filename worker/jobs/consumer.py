@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, cast
 
 from arq.connections import ArqRedis
@@ -105,6 +106,18 @@ class PartitionRunner:
         keys = (lease_key(self.partition), queue_name(self.partition))
         return int(await run_script(self.redis, _CLEAR_STALE, keys, self.owner, in_progress_key_prefix))
 
+    async def _due_jobs(self) -> bool:
+        """Whether jobs of this queue are due now (called when a poll started none of them).
+
+        Then arq skipped them for their in-progress markers, and with the lease ours and nothing in flight
+        those are stale: most likely set by a process whose lease had lapsed, polling once more before it
+        stopped (or was killed), after we cleared the queue's markers on taking the lease. Left alone, such
+        a marker holds its job, and every job of its wiki behind it, until arq's in-progress timeout (the job
+        timeout, plus the remote wait for remote-backed wikis: minutes); the next pass clears it instead.
+        """
+        now_ms = int(time.time() * 1000)
+        return bool(await self.redis.zcount(queue_name(self.partition), "-inf", now_ms))
+
     async def _run_jobs(self) -> bool:
         """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""
         running = list(self.worker.tasks.items())
@@ -137,6 +150,7 @@ class PartitionRunner:
                     await poll_once(self.worker)
                     if self.worker.tasks:
                         continue
+                    cleared = not await self._due_jobs()  # due, yet none started: clear markers first
                 backoff = 0.1
             except Exception as exc:  # the consumer must outlive any error; Redis being away is the usual one
                 if isinstance(exc, RedisError):
