@@ -64,6 +64,9 @@ def running_receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            with receiver.arrived:  # recorded before answering: a sender that has its answer finds it here
+                receiver.deliveries.append(Delivery(self.path, dict(self.headers.items()), body))
+                receiver.arrived.notify_all()
             pause = receiver.delay.get(self.path, 0.0)
             if pause:
                 time.sleep(pause)  # a slow receiver is the behaviour under test
@@ -73,9 +76,6 @@ def running_receiver() -> Iterator[Receiver]:
                 self.send_header(name, value)
             self.send_header("content-length", "0")
             self.end_headers()
-            with receiver.arrived:
-                receiver.deliveries.append(Delivery(self.path, dict(self.headers.items()), body))
-                receiver.arrived.notify_all()
 
         def log_message(self, *args: object) -> None:
             pass
