@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Any, cast
 
 from arq.connections import ArqRedis
@@ -25,6 +24,7 @@ from redis.exceptions import RedisError
 from worker.jobs.arq_compat import poll_once
 from worker.jobs.context import Deps, FirstAttempts, JobContext
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
+from worker.jobs.records import now_ms
 from worker.jobs.run import apply_batch
 from worker.settings import Settings
 
@@ -115,8 +115,7 @@ class PartitionRunner:
         a marker holds its job, and every job of its wiki behind it, until arq's in-progress timeout (the job
         timeout, plus the remote wait for remote-backed wikis: minutes); the next pass clears it instead.
         """
-        now_ms = int(time.time() * 1000)
-        return bool(await self.redis.zcount(queue_name(self.partition), "-inf", now_ms))
+        return bool(await self.redis.zcount(queue_name(self.partition), "-inf", now_ms()))
 
     async def _run_jobs(self) -> bool:
         """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""

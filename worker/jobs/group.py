@@ -87,24 +87,31 @@ def reads_widely(batch: Batch) -> bool:
     )
 
 
+async def queued_behind(deps: Deps, first: JobRecord, count: int) -> list[bytes]:
+    """The stored records of the first ``count`` jobs of ``first``'s partition queue other than ``first``
+    itself, in queue order (any wiki, any status; those gone meanwhile are left out)."""
+    redis = deps.jobs.redis
+    ids = [
+        raw.decode() if isinstance(raw, bytes) else str(raw)
+        for raw in await redis.zrange(queue_name(first.partition), 0, count)
+    ]
+    ids = [job_id for job_id in ids if job_id != first.job_id]
+    raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
+    return [raw for raw in raws if raw is not None]
+
+
 async def claim(deps: Deps, first: JobRecord) -> list[Member]:
     """The queued jobs of ``first``'s wiki right behind it on its partition, in order, now ``running``
     (see the module for where the run stops); none for a batch that must run alone."""
     if first.batch is None or reads_widely(first.batch):
         return []
-    redis = deps.jobs.redis
-    ids = [
-        raw.decode() if isinstance(raw, bytes) else str(raw)
-        for raw in await redis.zrange(queue_name(first.partition), 0, GROUP_MAX * 4)
-    ]
-    ids = [job_id for job_id in ids if job_id != first.job_id]
-    raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
+    raws = await queued_behind(deps, first, GROUP_MAX * 4)
     chosen: list[tuple[str, bytes, bytes]] = []
     records: list[JobRecord] = []
     size = 0
     mark = f'"wiki":"{first.wiki}"'.encode()  # records are compact JSON: others' are skipped unparsed
     for raw in raws:
-        if raw is None or mark not in raw:
+        if mark not in raw:
             continue
         record = JobRecord.model_validate_json(raw)
         if record.wiki != first.wiki or record.status in ("succeeded", "failed", "cancelled"):

@@ -50,7 +50,7 @@ from worker.git.remote import (
 from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
-from worker.jobs.queue import queue_name
+from worker.jobs.group import queued_behind
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.results import error_info, job_result
@@ -212,14 +212,7 @@ async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobR
     """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
     if limit <= 0:
         return []
-    redis = deps.jobs.redis
-    ids = [
-        raw.decode() if isinstance(raw, bytes) else str(raw)
-        for raw in await redis.zrange(queue_name(first.partition), 0, limit * 8)
-    ]
-    ids = [job_id for job_id in ids if job_id != first.job_id]
-    raws = await redis.mget([deps.jobs.key(job_id) for job_id in ids]) if ids else []
-    candidates = [JobRecord.model_validate_json(raw) for raw in raws if raw is not None]
+    candidates = [JobRecord.model_validate_json(raw) for raw in await queued_behind(deps, first, limit * 8)]
     claimed: list[JobRecord] = []
     for record in candidates:
         if record.wiki != first.wiki or record.status != "queued":

@@ -9,6 +9,7 @@ IPv6 forms that carry an IPv4 address inside them (IPv4-mapped ``::ffff:a.b.c.d`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import socket
 from urllib.parse import urlsplit
@@ -75,14 +76,21 @@ def parse_webhook_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
+async def lookup(host: str, port: int) -> list[str]:
+    """The TCP addresses of ``host``, in the resolver's order: itself when it is an IP address (no resolver
+    thread), else what this machine's resolver answers (``OSError`` when it cannot)."""
+    with contextlib.suppress(ValueError):
+        return [str(ipaddress.ip_address(host))]
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
 async def resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (through this machine's resolver)."""
-    loop = asyncio.get_running_loop()
+    """Every address ``host`` resolves to, sorted; ``WebhookRefused`` when it does not resolve."""
     try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return sorted(await lookup(host, port))
     except socket.gaierror:
         raise WebhookRefused(f"webhook host {host!r} does not resolve") from None
-    return sorted({str(info[4][0]) for info in infos})
 
 
 async def check_webhook_url(url: str, allow_private: bool) -> list[str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from worker.webhooks.guard import address_refused
+from worker.webhooks.guard import address_refused, lookup
 
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # would end or split the request line: never sent
 MAX_BODY = 64 * 1024  # bytes of an answer's body read at most (a receiver's answer is ignored)
@@ -84,18 +83,6 @@ class _Connection:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
-
-
-async def _addresses(host: str, port: int) -> list[str]:
-    """The addresses to connect to for ``host``: itself when it is an IP address (no resolver thread),
-    else what the resolver answers."""
-    with contextlib.suppress(ValueError):
-        return [str(ipaddress.ip_address(host))]
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=0, proto=6)
-    except OSError as exc:
-        raise SendError(f"ConnectError: cannot resolve {host}: {exc}") from None
-    return [str(info[4][0]) for info in infos]
 
 
 @dataclass
@@ -163,7 +150,10 @@ class WebhookSender:
                 return True, connection
             connection.close()
         scheme, host, port = origin
-        addresses = await _addresses(host, port)
+        try:
+            addresses = await lookup(host, port)
+        except OSError as exc:
+            raise SendError(f"ConnectError: cannot resolve {host}: {exc}") from None
         if not addresses or (not self.allow_private and any(address_refused(a) for a in addresses)):
             raise SendError(f"ConnectError: {host} resolves to a refused address")
         tls = None

@@ -332,8 +332,8 @@ def askpass_helper() -> Path:
     """
     global _askpass_path
     with _askpass_lock:
-        if _askpass_path is not None and _is_helper(_askpass_path):
-            return _askpass_path
+        if _askpass_path is not None and os.access(_askpass_path, os.X_OK):
+            return _askpass_path  # checked whole when it was set (every writer renames it in whole)
         directory = _shared_private_dir()
         path = directory / "askpass"
         if not _is_helper(path):
