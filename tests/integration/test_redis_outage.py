@@ -78,12 +78,20 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
 
 
 async def _left_queue(redis: Redis, partition: int, job_id: str, timeout: float) -> bool:
-    """Whether ``job_id`` left ``partition``'s queue (arq ran it) within ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while await redis.zscore(queue_name(partition), job_id) is not None:
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.05)  # polling the queue: arq signals nothing when a job leaves it
+    """Whether ``job_id`` left ``partition``'s queue (arq ran it) within ``timeout`` seconds: re-checked on
+    each change of the queue, announced by Redis' keyspace notifications."""
+    key = queue_name(partition)
+    await redis.config_set("notify-keyspace-events", "Kz")
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(f"__keyspace@0__:{key}")  # before the first look: no change is missed
+    try:
+        async with asyncio.timeout(timeout):
+            while await redis.zscore(key, job_id) is not None:
+                await pubsub.get_message(timeout=timeout)  # returns at the queue's next change
+    except TimeoutError:
+        return False
+    finally:
+        await pubsub.aclose()
     return True
 
 
