@@ -334,6 +334,36 @@ async def test_redelivery_is_a_new_round_with_the_same_id(
     assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("delivered", [200, 200])
 
 
+async def test_a_retry_sends_the_event_as_the_job_finished_not_as_its_webhook_is_now(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """The event is rebuilt for each attempt from what never changes after the finish: a retry sends the
+    same bytes as the first attempt, whose data shows the webhook pending and without attempts."""
+    job = await finished_job(dep)
+    receiver = Receiver(httpx.Response(500), httpx.Response(200))
+    ctx = hook(receiver)
+    assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "pending"
+    assert await deliver_webhook(ctx, job["job_id"], 0, 1) == "delivered"
+    first, second = (request.content for request in receiver.requests)
+    assert first == second
+    assert json.loads(first)["data"]["webhook"] == {"url": URL, "state": "pending", "attempts": []}
+    assert "webhook_event" not in json.loads(await dep.redis.get(f"wikiq:job:{job['job_id']}"))
+
+
+async def test_an_event_frozen_by_an_earlier_version_is_sent_as_stored(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """A record whose event an earlier version stored (``webhook_event``) sends exactly those bytes."""
+    job = await finished_job(dep)
+    name = f"wikiq:job:{job['job_id']}"
+    record = json.loads(await dep.redis.get(name))
+    record["webhook_event"] = '{"type":"batch.succeeded","frozen":true}'
+    await dep.redis.set(name, json.dumps(record), keepttl=True)
+    receiver = Receiver(httpx.Response(200))
+    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
+    assert receiver.requests[0].content == b'{"type":"batch.succeeded","frozen":true}'
+
+
 async def test_an_attempt_run_again_after_delivery_sends_nothing(
     dep: Deployment, hook: Callable[..., JobContext]
 ) -> None:
@@ -405,7 +435,7 @@ async def test_a_first_attempt_sent_by_the_finishing_worker_leaves_arq_a_deferre
     job = await _finished_with(dep, ctx)
     assert await queued_delay(dep, job["job_id"], 0, 0) == 25.0
     ((record, stored),) = capture.finished
-    assert record.job_id == job["job_id"] and record.webhook_event is not None
+    assert record.job_id == job["job_id"] and record.webhook_event is None  # no copy of the event stored
     assert stored == await dep.redis.get(f"wikiq:job:{job['job_id']}")
 
 

@@ -138,7 +138,7 @@ class JobRecord(BaseModel):
     result: JobResult | None = None
     error: ErrorInfo | None = None
     webhook: WebhookDelivery | None = None
-    webhook_event: str | None = None
+    webhook_event: str | None = None  # the event, as earlier versions froze it at the finish (``event_body``)
     author: Author
     submitter: str = ""
     base: str | None = None
@@ -537,8 +537,15 @@ class JobStore:
 
 
 def event_body(record: JobRecord) -> str:
-    """The event POSTed for a finished job: type, timestamp and the job object."""
+    """The event POSTed for a finished job: type, timestamp and the job object as it was when the job
+    finished (its webhook pending, without attempts). A function of what never changes after the finish,
+    so every attempt and every redelivery sends the same bytes, and no copy of them is stored."""
+    if record.webhook_event is not None:  # frozen into the record by an earlier version
+        return record.webhook_event
     kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
-    data = record.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
+    finished = record
+    if record.webhook is not None:
+        finished = record.model_copy(update={"webhook": WebhookDelivery(url=record.webhook.url)})
+    data = finished.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
     timestamp = iso(record.finished_ms if record.finished_ms is not None else now_ms())
     return f'{{"type":"{kind}","timestamp":"{timestamp}","data":{data}}}'  # both plain ASCII, no escapes

@@ -34,7 +34,7 @@ from worker.jobs.context import Deps, JobContext
 from worker.jobs.group import Member
 from worker.jobs.publish import Outcome
 from worker.jobs.queue import queue_name, schedule_first
-from worker.jobs.records import Finishing, JobRecord, JobStore, event_body, now_ms
+from worker.jobs.records import Finishing, JobRecord, JobStore, now_ms
 from worker.jobs.results import error_info, job_result
 from worker.jobs.storage import storage_fault
 from worker.schema.answers import ErrorInfo, JobResult
@@ -107,8 +107,6 @@ def _finish(result: JobResult | None, error: ErrorInfo | None) -> Any:
         record.status = "failed" if error is not None else "succeeded"
         record.result, record.error = result, error
         record.finished_ms = now_ms()
-        if record.webhook is not None:
-            record.webhook_event = event_body(record)  # frozen now: every attempt sends these bytes
         return record
 
     return change

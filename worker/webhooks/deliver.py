@@ -201,22 +201,12 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
         return None
     if record.webhook.state != "pending":
         return record.webhook.state
-    if record.webhook_event is None:  # a job finished before events were frozen at finish time
-        body = event_body(record)
-
-        def freeze(r: JobRecord) -> JobRecord | None:
-            if r.webhook_event is not None:
-                return None
-            r.webhook_event = body
-            return r
-
-        record = await jobs.update(job_id, freeze) or record
-    assert record.webhook is not None and record.webhook_event is not None
+    assert record.webhook is not None
     signer = ctx.get("signer")
     if signer is None:  # the secret was removed after the job was accepted: nothing can be signed
         log.warning("webhook of job %s not sent: WIKIQ_WEBHOOK_SECRET is not set", job_id)
         return record.webhook.state
-    outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", record.webhook_event, signer)
+    outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
     delay = (
         None
         if outcome.stop

@@ -30,7 +30,7 @@ from worker import keys
 from worker.jobs import events as telemetry
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.queue import dumps, enqueue_attempt
-from worker.jobs.records import FirstAttempt, JobRecord, JobStore, now_ms
+from worker.jobs.records import FirstAttempt, JobRecord, JobStore, event_body, now_ms
 from worker.settings import Settings
 from worker.webhooks.deliver import Outcome, next_delay, noting, send
 from worker.webhooks.http import WebhookSender
@@ -69,11 +69,10 @@ class FirstAttempts:
         task.add_done_callback(self.tasks.discard)
 
     async def _send(self, record: JobRecord) -> Outcome:
-        assert record.webhook is not None and record.webhook_event is not None
+        assert record.webhook is not None
+        body = event_body(record)
         async with self.slots:
-            return await send(
-                self.sender, record.webhook.url, f"msg_{record.job_id}", record.webhook_event, self.signer
-            )
+            return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
 
     async def _deliver(self, finished: list[tuple[JobRecord, bytes]]) -> None:
         try:
