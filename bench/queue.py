@@ -299,33 +299,32 @@ def _plain_and_hooked(
     ``/last``)."""
     half = per_wiki // 2
     url = f"http://127.0.0.1:{port}/bench"
-    seconds = {"plain": 0.0, "hooked": 0.0, "jobs": 0.0}
     blocks: list[dict[str, float]] = []  # the seconds of each kind in each block of four rounds
+    jobs_seconds = 0.0  # the webhooks rounds until their last job finished
     failed = {"plain": 0, "hooked": 0}
     delivered = 0
     for n, kind in enumerate(ROUNDS):
         if n % 4 == 0:
             blocks.append({"plain": 0.0, "hooked": 0.0})
-        before = seconds[kind]
         if kind == "plain":
             rate, bad = asyncio.run(_sustained(service, workloads, half, meter=plain))
-            seconds["plain"] += WIKIS * half / rate
+            spent = WIKIS * half / rate
         else:
             started: list[float] = []
             rate, bad = asyncio.run(_sustained(service, workloads, half, url, hooked, started))
-            seconds["jobs"] += WIKIS * half / rate
+            jobs_seconds += WIKIS * half / rate
             hooked.start()  # again: count the deliveries that come after the last job finished
             delivered = _await_deliveries(port, delivered + WIKIS * half)
             hooked.stop()
-            last = float(httpx.get(f"http://127.0.0.1:{port}/last", timeout=5).text)
-            seconds["hooked"] += last - started[0]
-        blocks[-1][kind] += seconds[kind] - before
+            spent = float(httpx.get(f"http://127.0.0.1:{port}/last", timeout=5).text) - started[0]
+        blocks[-1][kind] += spent
         failed[kind] += bad
     batches = ROUNDS.count("plain") * WIKIS * half
+    seconds = {kind: sum(block[kind] for block in blocks) for kind in ("plain", "hooked")}
     return Compared(
         batches / seconds["plain"],
         batches / seconds["hooked"],
-        batches / seconds["jobs"],
+        batches / jobs_seconds,
         failed["plain"],
         failed["hooked"],
         delivered,
