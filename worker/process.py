@@ -3,8 +3,11 @@
 Worker processes share partitions fairly: each registers a heartbeat, aims for ``ceil(P / live)``
 partitions, takes free leases up to that, and hands back extras when idle. A killed process's leases
 expire after ``lease_seconds``; the next owner clears the dead run's in-progress marker so the interrupted
-job runs again first (its own commit is then found by trailer, see ``worker.jobs.run``). One blocking
-``BLPOP`` over the doorbells of every held partition wakes the right consumer.
+job runs again first (its own commit is then found by trailer, see ``worker.jobs.run``). A partition is
+handed back in the background with its lease still renewed until its consumer's job in flight ended, and a
+stopping process keeps renewing until its last one ended: a lease never lapses under a running job of a live
+process, and one slow job never holds up the renewal of the others. One blocking ``BLPOP`` over the
+doorbells of every held partition wakes the right consumer.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class WorkerProcess:
         wikis = Wikis(store, WikiRegistry(redis), RemoteRegistry(settings.remotes_file))
         self.deps = Deps(settings, store, jobs, wikis)
         self.runners: dict[int, PartitionRunner] = {}
+        self.releasing: dict[int, asyncio.Task[None]] = {}  # partitions being handed back (leases kept)
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
         self.first: FirstAttempts | None = None  # set by ``run`` when webhooks can be signed
@@ -125,12 +129,21 @@ class WorkerProcess:
         try:
             await self.stopping.wait()
         finally:
-            for task in tasks:
+            leases, others = tasks[0], tasks[1:]
+            for task in others:
                 task.cancel()
-            for task in tasks:
+            for task in others:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            await asyncio.gather(*(self._release(p) for p in list(self.runners)), return_exceptions=True)
+            # the lease loop goes on renewing (taking nothing new) until every partition is handed back:
+            # a job in flight keeps its partition to the end, instead of a lapsed lease letting another
+            # process run it again meanwhile
+            for partition in list(self.runners):
+                self._release_later(partition)
+            await asyncio.gather(*self.releasing.values(), return_exceptions=True)
+            leases.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await leases
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
@@ -161,15 +174,21 @@ class WorkerProcess:
             pipe.zremrangebyscore(WORKERS, "-inf", now - self.lease_ms)
             pipe.zcard(WORKERS)
             *_, live = await pipe.execute()
-        for partition in list(self.runners):
+        for partition in [*self.runners, *self.releasing]:
             kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
-            if not kept:
+            runner = None if kept else self.runners.pop(partition, None)
+            if runner is not None:
                 log.warning("partition %s: lease lost; stopping its consumer", partition)
-                runner = self.runners.pop(partition)
                 await runner.stop(grace=0)
+        if self.stopping.is_set():
+            return  # only renewing now, while the partitions are handed back
         target = math.ceil(self.settings.partitions / max(int(live), 1))
         if len(self.runners) < target:
-            free = [p for p in range(self.settings.partitions) if p not in self.runners]
+            free = [
+                p
+                for p in range(self.settings.partitions)
+                if p not in self.runners and p not in self.releasing
+            ]
             random.shuffle(free)
             for partition in free:
                 if len(self.runners) >= target:
@@ -181,15 +200,23 @@ class WorkerProcess:
                     log.info("partition %s: lease taken by %s", partition, self.id)
         elif len(self.runners) > target:
             for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
-                await self._release(partition)
+                self._release_later(partition)
 
-    async def _release(self, partition: int) -> None:
-        runner = self.runners.pop(partition, None)
-        if runner is not None:
-            await runner.stop()
+    def _release_later(self, partition: int) -> None:
+        """Hand ``partition`` back in the background: the lease loop goes on (renewing this lease too)
+        while its consumer finishes the job it may have started meanwhile."""
+        runner = self.runners.pop(partition)
+        task = asyncio.create_task(self._release(partition, runner))
+        self.releasing[partition] = task
+        task.add_done_callback(lambda _: self.releasing.pop(partition, None))
+
+    async def _release(self, partition: int, runner: PartitionRunner) -> None:
+        """Stop ``runner`` after its job in flight, then delete the lease if still ours and ring the
+        partition's doorbell, so that the next owner looks at once."""
+        await runner.stop()
         with contextlib.suppress(RedisError):
             await run_script(self.redis, _RELEASE, (lease_key(partition),), self.id)
-            await ring(self.redis, partition)  # the next owner should look at once
+            await ring(self.redis, partition)
 
     async def _bell_loop(self) -> None:
         while True:

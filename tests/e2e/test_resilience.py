@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
 import threading
 import time
@@ -266,4 +268,42 @@ def test_failover_serves_a_killed_workers_partitions(tmp_path: Path) -> None:
         assert survivor is not None and victim_id not in survivor
         client.close()
     finally:
+        service.stop()
+
+
+def test_a_stopping_worker_keeps_its_lease_until_its_job_ends(tmp_path: Path) -> None:
+    """SIGTERM a worker whose job is waiting for ``main.lock``: for twice the lease time the partition stays
+    the stopping worker's (no other process may start the job again meanwhile); once the job can commit, it
+    is recorded, the worker exits cleanly and the lease is handed back."""
+    service = Service(tmp_path).start(workers=1)
+    client = redis.Redis.from_url(service.redis.url)
+    try:
+        wiki = "stopping"
+        head = service.create_wiki(wiki)
+        lock = service.data / "wikis" / f"{wiki}.git" / "refs" / "heads" / "main.lock"
+        lock.write_text(head + "\n")  # another writer holds main: the job's commit waits for it
+        job_id = service.submit(wiki, _batch(1)).json()["job_id"]
+        deadline = time.monotonic() + 20
+        while service.client.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(0.05)  # waiting on a state in Redis, polled
+        worker = service.workers[0]
+        key = f"wikiq:lease:{partition_of(wiki, 4)}"
+        owner = client.get(key)
+        assert owner is not None and f":{worker.pid}:".encode() in owner
+        worker.send_signal(signal.SIGTERM)
+        watched_until = time.monotonic() + 2 * float(service.env["WIKIQ_LEASE_SECONDS"])
+        while time.monotonic() < watched_until:
+            os.utime(lock)  # the other writer is alive: its lock never looks stale
+            assert client.get(key) == owner, "the lease lapsed while its job was still running"
+            assert worker.poll() is None
+            time.sleep(0.05)  # the observation window's step
+        lock.unlink()
+        assert worker.wait(30) == 0
+        service.workers.remove(worker)
+        job = service.wait(job_id)
+        assert job["status"] == "succeeded" and job["result"]["commit"]
+        assert client.get(key) is None
+    finally:
+        client.close()
         service.stop()

@@ -100,9 +100,14 @@ def _start(record: JobRecord) -> JobRecord | None:
     return record
 
 
-def _finish(result: JobResult | None, error: ErrorInfo | None) -> Any:
+def _finish(result: JobResult | None, error: ErrorInfo | None, run: int | None = None) -> Any:
+    """The change that records the outcome on a running record; with ``run``, only while that run is the
+    record's latest: once a newer run of the job started (a partition whose lease moved while this run went
+    on), the outcome is that run's to record, and a stale one (a failure, say, where the newer run commits)
+    would leave a commit reported as failed."""
+
     def change(record: JobRecord) -> JobRecord | None:
-        if record.status != "running":
+        if record.status != "running" or (run is not None and record.runs != run):
             return None
         record.status = "failed" if error is not None else "succeeded"
         record.result, record.error = result, error
@@ -124,8 +129,10 @@ async def _record(
     job_id: str,
     result: JobResult | None,
     error: ErrorInfo | None,
+    run: int | None,
 ) -> JobRecord | None:
-    """Record the outcome, riding out a short Redis restart; the commit is already durable.
+    """Record the outcome (of run ``run``, see ``_finish``), riding out a short Redis restart; the commit is
+    already durable.
 
     Gives up after ``RECORD_PATIENCE`` seconds (well inside arq's job timeout, which would drop the job) and
     runs the job again, which then finds its commit by trailer and records it.
@@ -134,7 +141,7 @@ async def _record(
     deadline = time.monotonic() + RECORD_PATIENCE
     while time.monotonic() < deadline:
         try:
-            return await jobs.update(job_id, _finish(result, error))
+            return await jobs.update(job_id, _finish(result, error, run))
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
@@ -175,7 +182,7 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
     telemetry.job_started(record)
     if record.runs > deps.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        await _finish_job(ctx, deps, job_id, None, error_info(gave_up))
+        await _finish_job(ctx, deps, job_id, None, error_info(gave_up), record.runs)
         return "failed"
     stop = asyncio.Event()
     work = asyncio.ensure_future(_apply(ctx, deps, record, stored, stop))
@@ -277,8 +284,9 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
     if first is not None and hooked:
         first.start(hooked)
     for outcome in outcomes:
-        if outcome.job_id not in recorded:
-            await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error)
+        if outcome.job_id not in recorded:  # its record changed since: read it again, if still this run's
+            run = None if outcome.record is None else outcome.record.runs
+            await _finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error, run)
 
 
 async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> list[bool]:
@@ -295,9 +303,16 @@ async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> l
 
 
 async def _finish_job(
-    ctx: JobContext, deps: Deps, job_id: str, result: JobResult | None, error: ErrorInfo | None
+    ctx: JobContext,
+    deps: Deps,
+    job_id: str,
+    result: JobResult | None,
+    error: ErrorInfo | None,
+    run: int | None = None,
 ) -> None:
-    """Record the outcome, tell the metrics and queue the webhook."""
-    finished = await _record(ctx, deps.jobs, job_id, result, error)
+    """Record the outcome (of run ``run``: see ``_finish``), tell the metrics and queue the webhook."""
+    finished = await _record(ctx, deps.jobs, job_id, result, error, run)
+    if finished is not None and finished.status == "running":
+        return  # a newer run of the job is under way: it records the outcome and queues the webhook
     telemetry.job_finished(finished)
     await _schedule_webhook(ctx, finished)
