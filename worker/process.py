@@ -121,29 +121,22 @@ class WorkerProcess:
         if signer is not None:
             self.first = FirstAttempts(settings, self.deps.jobs, self.redis, http, signer, rng)
         webhook_workers: list[Worker] = []
-        tasks = [
-            asyncio.create_task(self._lease_loop()),
+        leases = asyncio.create_task(self._lease_loop())
+        others = [
             asyncio.create_task(self._bell_loop()),
             asyncio.create_task(self._webhook_loop(ctx, webhook_workers)),
         ]
         try:
             await self.stopping.wait()
         finally:
-            leases, others = tasks[0], tasks[1:]
-            for task in others:
-                task.cancel()
-            for task in others:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await _cancel(others)
             # the lease loop goes on renewing (taking nothing new) until every partition is handed back:
             # a job in flight keeps its partition to the end, instead of a lapsed lease letting another
             # process run it again meanwhile
             for partition in list(self.runners):
                 self._release_later(partition)
             await asyncio.gather(*self.releasing.values(), return_exceptions=True)
-            leases.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await leases
+            await _cancel([leases])
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
@@ -236,6 +229,15 @@ class WorkerProcess:
             runner = self.runners.get(int(key.rsplit(":", 1)[1]))
             if runner is not None:
                 runner.wake.set()
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (whatever it ended with)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 async def serve(settings: Settings) -> None:
