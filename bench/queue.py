@@ -171,11 +171,13 @@ class CpuMeter:
 
 
 def service_pids(service: Service, **more: int) -> dict[str, int]:
-    """The process ids of a deployment with one worker: API, worker, Redis (and ``more``)."""
+    """The process ids of a deployment with one worker and one webhook sender: API, worker, sender, Redis
+    (and ``more``)."""
     assert service.api is not None and service.redis.process is not None
     return {
         "api": service.api.pid,
         "worker": service.workers[0].pid,
+        "sender": service.senders[0].pid,
         "redis": service.redis.process.pid,
         **more,
     }

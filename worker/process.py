@@ -49,7 +49,6 @@ from worker.jobs.wikis import Wikis
 from worker.settings import Settings
 from worker.telemetry.metrics import RECORDER
 from worker.webhooks.deliver import deliver_webhook, signer_for
-from worker.webhooks.first import FirstAttempts
 from worker.webhooks.http import WebhookSender
 
 log = logging.getLogger("wikiq.worker")
@@ -80,7 +79,6 @@ class WorkerProcess:
         self.releasing: dict[int, asyncio.Task[None]] = {}  # partitions being handed back (leases kept)
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
-        self.first: FirstAttempts | None = None  # set by ``run`` when webhooks can be signed
 
     def _webhook_worker(self, ctx: JobContext) -> Worker:
         settings = self.settings
@@ -118,8 +116,6 @@ class WorkerProcess:
         signer = signer_for(settings.webhook_secret)
         rng = random.Random()
         ctx: JobContext = {"deps": self.deps, "redis": self.redis, "http": http, "signer": signer, "rng": rng}
-        if signer is not None:
-            self.first = FirstAttempts(settings, self.deps.jobs, self.redis, http, signer, rng)
         webhook_workers: list[Worker] = []
         leases = asyncio.create_task(self._lease_loop())
         others = [
@@ -142,8 +138,6 @@ class WorkerProcess:
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
             if deliveries:  # let deliveries in flight finish (bounded)
                 await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
-            if self.first is not None:
-                await self.first.close(settings.webhook_timeout)
             await http.aclose()
             self.deps.store.close()
 
@@ -187,7 +181,7 @@ class WorkerProcess:
                 if len(self.runners) >= target:
                     break
                 if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
-                    runner = PartitionRunner(partition, self.redis, self.deps, self.id, self.first)
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
                     self.runners[partition] = runner
                     runner.start()
                     log.info("partition %s: lease taken by %s", partition, self.id)

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = False
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: Annotated[float, Field(gt=0, le=60)] = 15.0
+    # true: `wikiq webhooks` processes send each first attempt at once (arq's attempt 0 deferred as the
+    # safety net); false: the workers send it through arq themselves (no extra process, more worker CPU)
+    webhook_senders: bool = True
     max_edits: Annotated[int, Field(ge=1)] = 1000
     max_content_bytes: Annotated[int, Field(ge=1)] = 8 * 1024 * 1024
     max_file_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024

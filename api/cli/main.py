@@ -1,5 +1,5 @@
-"""The ``wikiq`` command: ``dev`` (everything in the foreground), ``api``, ``worker``, and the client
-commands of ``api.cli.commands`` (wikis, pages, read, submit, job, jobs, log, mcp, ...)."""
+"""The ``wikiq`` command: ``dev`` (everything in the foreground), ``api``, ``worker``, ``webhooks``, and the
+client commands of ``api.cli.commands`` (wikis, pages, read, submit, job, jobs, log, mcp, ...)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,18 @@ def worker() -> None:
 
 
 @app.command()
+def webhooks() -> None:
+    """Run a webhook sender: the first attempt of each finished job's webhook, sent at once."""
+    from worker.sender import serve
+
+    settings = _settings()
+    _logging(settings)
+    import uvloop
+
+    uvloop.run(serve(settings))
+
+
+@app.command()
 def doctor() -> None:
     """Check a deployment (Redis, AOF, data dir, git, partition leases) and print what to fix; exit 0/1."""
     from api.cli.doctor import run
@@ -122,7 +134,7 @@ def dev(
     data_dir: Annotated[Path | None, typer.Option(help="data directory (default ./data)")] = None,
 ) -> None:
     """Run an embedded Redis-compatible server (unless WIKIQ_REDIS_URL or WIKIQ_REDIS_SENTINELS is set),
-    one API and one worker."""
+    one API, one worker and one webhook sender."""
     from worker.redis_server import RedisServer, appendfsync_for
 
     settings = _settings(data_dir=data_dir)
@@ -151,6 +163,7 @@ def dev(
         # own sessions: Ctrl-C reaches only `wikiq dev`, which stops workers and API before Redis
         subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env, start_new_session=True),
         subprocess.Popen([*exe, "worker"], env=env, start_new_session=True),
+        subprocess.Popen([*exe, "webhooks"], env=env, start_new_session=True),
     ]
     typer.echo(f"wikiq dev: API on http://{host}:{port} (docs at /docs), data in {data}; Ctrl-C stops")
     typer.echo(f"wikiq dev: webhooks are signed with {secret_source}")

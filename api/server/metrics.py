@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from api.server.deps import Svc
 from worker.jobs.queue import WORKERS, lease_key, queue_name
-from worker.keys import WEBHOOK_QUEUE
+from worker.keys import FIRST_ATTEMPTS, WEBHOOK_QUEUE
 from worker.settings import Settings
 from worker.telemetry.metrics import COUNTERS, HISTOGRAMS, KEY, bound_text, parse_field
 
@@ -46,6 +46,7 @@ class Snapshot:
     live: list[str] = field(default_factory=list)
     webhooks_due: int = 0
     webhooks_deferred: int = 0
+    first_attempts_waiting: int = 0
     now_ms: int = 0
 
 
@@ -62,14 +63,16 @@ async def read_snapshot(settings: Settings, redis: Redis) -> Snapshot:
         pipe.zrangebyscore(WORKERS, now_ms - int(settings.lease_seconds * 1000), "+inf")
         pipe.zcount(WEBHOOK_QUEUE, "-inf", now_ms)
         pipe.zcard(WEBHOOK_QUEUE)
+        pipe.llen(FIRST_ATTEMPTS)
         for partition in range(count):
             pipe.zcard(queue_name(partition))
             pipe.zrange(queue_name(partition), 0, 0, withscores=True)
             pipe.get(lease_key(partition))
         replies = await pipe.execute()
-    stored, live, due, total = replies[:4]
-    rest = replies[4:]
+    stored, live, due, total, waiting = replies[:5]
+    rest = replies[5:]
     snap = Snapshot(now_ms=now_ms, webhooks_due=int(due), webhooks_deferred=int(total) - int(due))
+    snap.first_attempts_waiting = int(waiting)
     snap.stored = {_text(k): float(v) for k, v in stored.items()}
     snap.live = sorted(_text(w) for w in live)
     for i in range(count):
@@ -169,12 +172,18 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily("wikiq_workers_live", "Worker processes with a recent heartbeat.", len(live))
         hooks = GaugeMetricFamily(
             "wikiq_webhook_queue_depth",
-            "Webhook attempts queued: due now, or deferred (retries).",
+            "Webhook attempts queued on arq: due now, or deferred (retries, first attempts' safety net).",
             labels=["state"],
         )
         hooks.add_metric(["due"], snap.webhooks_due)
         hooks.add_metric(["deferred"], snap.webhooks_deferred)
         yield hooks
+        yield GaugeMetricFamily(
+            "wikiq_webhook_first_attempts_waiting",
+            "Finished jobs whose first webhook attempt no `wikiq webhooks` process has taken yet (grows when "
+            "none runs: arq's safety net then sends them, later).",
+            snap.first_attempts_waiting,
+        )
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -52,6 +52,7 @@ class Service:
         }
         self.api: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.senders: list[subprocess.Popen[bytes]] = []  # `wikiq webhooks` processes
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=70)
 
     def logs(self) -> str:
@@ -72,8 +73,9 @@ class Service:
             stderr=subprocess.STDOUT,
         )
 
-    def start(self, workers: int = 1) -> Service:
-        """Start Redis, the API (returning once it answers) and ``workers`` workers."""
+    def start(self, workers: int = 1, senders: int = 1) -> Service:
+        """Start Redis, the API (returning once it answers), ``workers`` workers and ``senders`` webhook
+        senders."""
         if self.own_redis:
             self.redis.start()
         self.api = self._spawn("api", "--port", str(self.port))
@@ -89,6 +91,8 @@ class Service:
             time.sleep(0.05)  # waiting for a starting process to listen
         for _ in range(workers):
             self.start_worker()
+        for _ in range(senders):
+            self.senders.append(self._spawn("webhooks"))
         return self
 
     def start_worker(self, **env: str) -> subprocess.Popen[bytes]:
@@ -104,17 +108,19 @@ class Service:
         self.workers.remove(process)
 
     def stop(self) -> None:
-        """Stop everything (workers gracefully, then the API, then Redis)."""
-        for process in [*self.workers, *([self.api] if self.api else [])]:
+        """Stop everything (workers and webhook senders gracefully, then the API, then Redis)."""
+        processes = [*self.workers, *self.senders, *([self.api] if self.api else [])]
+        for process in processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process in [*self.workers, *([self.api] if self.api else [])]:
+        for process in processes:
             try:
                 process.wait(20)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
         self.workers.clear()
+        self.senders.clear()
         self.client.close()
         if self.own_redis:
             self.redis.stop()

@@ -15,6 +15,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.e2e.receiver import Receiver, running_receiver
 from tests.e2e.service import TEST_SECRET, Service
+from tests.e2e.test_metrics import scrape_when, value
 
 FAST = "0,0.3,0.3,0.3,0.3"
 
@@ -269,3 +270,38 @@ def test_malformed_secret_stops_start_up_with_one_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "WIKIQ_WEBHOOK_SECRET" in lines[0], done.stderr
     assert "Traceback" not in done.stderr and json.dumps(done.stdout)
+
+
+def _logged_attempts(service: Service, process: str, job_id: str) -> int:
+    """How many ``webhook.attempt`` lines for ``job_id`` the ``process`` processes (api, worker, webhooks)
+    logged."""
+    lines = "".join(p.read_text(errors="replace") for p in service.root.glob(f"{process}-*.log")).splitlines()
+    return sum(1 for line in lines if "webhook.attempt" in line and job_id in line)
+
+
+def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The `wikiq webhooks` process sends a finished job's first attempt (the workers send none); with that
+    process SIGKILLed, the attempt is still sent, once, by a worker from arq's deferred safety net."""
+    service = Service(tmp_path, WIKIQ_WEBHOOK_TIMEOUT="1", WIKIQ_LOG_LEVEL="info").start(workers=1)
+    try:
+        service.create_wiki("net")
+        sent = _submit(service, receiver.url("/sender"), "net")
+        receiver.wait_for(lambda: len(receiver.at("/sender")) == 1)
+        _job_when(service, sent, lambda job: job["webhook"]["state"] == "delivered")
+        assert _logged_attempts(service, "webhooks", sent) == 1
+        assert _logged_attempts(service, "worker", sent) == 0
+        (sender,) = service.senders
+        sender.kill()
+        sender.wait()
+        netted = _submit(service, receiver.url("/net"), "net")
+        waiting = scrape_when(service, lambda s: value(s, "wikiq_webhook_first_attempts_waiting") == 1)
+        assert value(waiting, "wikiq_webhook_queue_depth", state="deferred") == 1  # the safety net
+        job = _job_when(service, netted, lambda job: job["webhook"]["state"] == "delivered")
+        assert len(job["webhook"]["attempts"]) == 1 and len(receiver.at("/net")) == 1
+        assert _logged_attempts(service, "worker", netted) == 1
+        (delivery,) = receiver.at("/net")
+        assert _verify(delivery.headers, delivery.body)["data"]["job_id"] == netted
+    finally:
+        service.stop()

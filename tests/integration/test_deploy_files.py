@@ -72,6 +72,11 @@ def _wikiq_services(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _data_services(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The wikiq services that keep wikis in ``WIKIQ_DATA_DIR`` (all but the webhook senders)."""
+    return {n: s for n, s in _wikiq_services(data).items() if list(s["command"])[:2] != ["wikiq", "webhooks"]}
+
+
 def _mounts(service: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """``(source, target, read_only)`` of each short-syntax volume entry."""
     out = []
@@ -134,7 +139,7 @@ def test_data_dir_is_a_volume_the_image_creates_for_its_user(path: Path) -> None
         if "build" not in service:
             continue
         assert "user" not in service, f"{path.name}: {name} overrides the image's user"
-    for name, service in _wikiq_services(data).items():
+    for name, service in _data_services(data).items():
         data_dir = service.get("environment", {}).get("WIKIQ_DATA_DIR", image_env.get("WIKIQ_DATA_DIR"))
         assert data_dir, f"{path.name}: {name} has no WIKIQ_DATA_DIR"
         volume = next((s for s, t, _ in _mounts(service) if t == data_dir), None)
@@ -144,6 +149,19 @@ def test_data_dir_is_a_volume_the_image_creates_for_its_user(path: Path) -> None
         made = any(c[:1] == ["mkdir"] and data_dir in c for c in commands)
         owned = any(c[:1] == ["chown"] and data_dir in c and c[-2].split(":")[0] == user for c in commands)
         assert made and owned, f"the Dockerfile must create {data_dir} and chown it to {user}"
+
+
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=lambda p: p.name)
+def test_a_webhook_sender_runs_with_the_workers_secret(path: Path) -> None:
+    """A ``wikiq webhooks`` service sends first attempts (without one they wait for arq's safety net), with
+    the Redis and the webhook secret the workers have."""
+    services = _wikiq_services(_load(path))
+    senders = [s for s in services.values() if list(s["command"]) == ["wikiq", "webhooks"]]
+    workers = [s for s in services.values() if list(s["command"]) == ["wikiq", "worker"]]
+    assert senders and workers, path.name
+    for sender in senders:
+        for name in ("WIKIQ_REDIS_URL", "WIKIQ_WEBHOOK_SECRET"):
+            assert sender["environment"].get(name) == workers[0]["environment"].get(name), (path.name, name)
 
 
 @pytest.mark.parametrize("path", COMPOSE_FILES, ids=lambda p: p.name)
@@ -174,7 +192,7 @@ def test_redis_persists_as_durability_needs_and_api_has_a_readiness_check(path: 
 
 def test_shared_volume_deployment_shares_the_data_volume() -> None:
     """Without remotes the API and the workers must see the same wikis: one shared data volume."""
-    services = _wikiq_services(_load(ROOT / "compose.yaml"))
+    services = _data_services(_load(ROOT / "compose.yaml"))
     assert not any("WIKIQ_REMOTES_FILE" in s.get("environment", {}) for s in services.values())
     volumes = {next(s for s, t, _ in _mounts(svc) if t == "/data") for svc in services.values()}
     assert len(volumes) == 1, volumes
@@ -185,7 +203,7 @@ def test_remotes_deployment_shares_no_volume_and_names_its_git_server() -> None:
     and each declared remote points at a service of the file."""
     path = ROOT / "deploy" / "compose.remotes.yaml"
     data = _load(path)
-    services = _wikiq_services(data)
+    services = _data_services(data)
     workers = [name for name, s in services.items() if s["command"][:2] == ["wikiq", "worker"]]
     assert len(workers) >= 2, workers
     seen: dict[str, str] = {}

@@ -284,7 +284,8 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
     """A deployment on a fresh Redis database of ``server`` and a fresh data directory under ``root``.
 
     Settings default to those of the process-level tests (private webhook hosts allowed, a webhook secret,
-    no rate limit) with two partitions; ``overrides`` replace any of them.
+    no rate limit) with two partitions, and no webhook sender process (the worker queues each first attempt
+    on arq at once, as ``WIKIQ_WEBHOOK_SENDERS=false`` does); ``overrides`` replace any of them.
     """
     data = root / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -300,6 +301,7 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
         "webhook_secret": TEST_SECRET,
         "rate_limit_submissions": 0,
         "redeliver_interval_seconds": 0,
+        "webhook_senders": False,
         **overrides,
     }
     try:

@@ -10,6 +10,7 @@ signer, and a seeded ``random.Random``. The delay each retry was queued with is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from collections.abc import AsyncIterator, Callable
@@ -23,10 +24,12 @@ import pytest_asyncio
 from arq.jobs import Job
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from tests.e2e.receiver import running_receiver
 from tests.service.harness import TEST_SECRET, Deployment, create
 from worker import keys
 from worker.jobs.context import JobContext
 from worker.jobs.queue import loads
+from worker.jobs.run import apply_batch
 from worker.webhooks.deliver import deliver_webhook, send, signer_for, webhook_client
 
 SCHEDULE = (0.0, 5.0, 300.0, 1800.0)
@@ -400,43 +403,92 @@ async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callabl
     assert body["data"]["webhook"]["url"] == URL  # the receiver is the submitter's own: not redacted
 
 
-class Capture:
-    """A ``FirstAttempts`` stand-in that keeps what it is handed (the attempt is then never recorded, as
-    when the worker dies before sending it)."""
-
-    def __init__(self, defer_ms: int) -> None:
-        self.defer_ms = defer_ms
-        self.finished: list[tuple[Any, bytes]] = []
-
-    def start(self, finished: list[tuple[Any, bytes]]) -> None:
-        self.finished += finished
+def _sending(dep: Deployment) -> JobContext:
+    """An arq ``ctx`` for ``apply_batch`` in a deployment whose webhook senders send first attempts
+    (``WIKIQ_WEBHOOK_SENDERS=true``)."""
+    ctx = dep.worker.context()
+    settings = dep.settings.model_copy(update={"webhook_senders": True})
+    ctx["deps"] = dataclasses.replace(ctx["deps"], settings=settings)
+    return ctx
 
 
-async def _finished_with(dep: Deployment, ctx: JobContext) -> dict[str, Any]:
+async def _finished_with(dep: Deployment, ctx: JobContext, url: str = URL) -> dict[str, Any]:
     """A job with a webhook, run by ``apply_batch`` with ``ctx`` (the worker paused meanwhile)."""
-    from worker.jobs.run import apply_batch
-
     wiki = await dep.new_wiki("first")
-    batch = {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": URL}}
+    batch = {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}
     async with dep.worker.paused():
         job_id = await dep.submit_ok(wiki, batch)
         assert await apply_batch(ctx, job_id) == "succeeded"
     return await dep.wait(job_id)
 
 
-async def test_a_first_attempt_sent_by_the_finishing_worker_leaves_arq_a_deferred_safety_net(
+async def handed_over(dep: Deployment) -> list[bytes]:
+    """The records on the webhook senders' list, oldest first."""
+    return list(await dep.redis.lrange(keys.FIRST_ATTEMPTS, 0, -1))
+
+
+async def test_a_finish_hands_the_record_to_the_webhook_senders_and_defers_arqs_attempt(
     dep: Deployment,
 ) -> None:
-    """When the finishing process sends the first attempt itself, arq's attempt 0 is queued ``defer_ms``
-    later (sent by any worker if that process dies first) and the job is handed over with its stored bytes."""
-    ctx = dep.worker.context()
-    capture = Capture(defer_ms=25_000)
-    ctx["first_attempts"] = capture
-    job = await _finished_with(dep, ctx)
-    assert await queued_delay(dep, job["job_id"], 0, 0) == 25.0
-    ((record, stored),) = capture.finished
-    assert record.job_id == job["job_id"] and record.webhook_event is None  # no copy of the event stored
+    """With webhook senders, the finish pushes the record's exact stored bytes on their list and queues arq's
+    attempt 0 the delivery timeout + 10 s later (sent by a worker if no sender records the attempt first)."""
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    job = await _finished_with(dep, _sending(dep))
+    assert await queued_delay(dep, job["job_id"], 0, 0) == dep.settings.webhook_timeout + 10
+    (stored,) = await handed_over(dep)
     assert stored == await dep.redis.get(f"wikiq:job:{job['job_id']}")
+    assert 0 < await dep.redis.pttl(keys.FIRST_ATTEMPTS) <= 60_000  # gone a minute after the last push
+    assert b"webhook_event" not in stored  # no copy of the event stored
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+
+
+async def test_without_webhook_senders_nothing_is_handed_over(dep: Deployment) -> None:
+    """``WIKIQ_WEBHOOK_SENDERS=false`` (this module's default): attempt 0 is queued at once, on arq only."""
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    job = await _finished_with(dep, dep.worker.context())
+    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
+    assert await handed_over(dep) == []
+
+
+async def test_the_senders_list_keeps_the_newest_records_up_to_its_cap(
+    dep: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no sender popping, the list is cut to its cap, dropping the oldest records (their attempts are
+    left to arq's safety net)."""
+    from worker.jobs import records
+
+    monkeypatch.setattr(records, "FIRST_ATTEMPTS_CAP", 2)
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    jobs = [(await _finished_with(dep, _sending(dep)))["job_id"] for _ in range(3)]
+    kept = [json.loads(stored)["job_id"] for stored in await handed_over(dep)]
+    assert kept == jobs[1:]
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+
+
+async def test_a_record_popped_late_is_left_to_arqs_safety_net(
+    dep: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sender that pops a record later than ``STALE_MS`` after its finish sends nothing for it: arq's
+    attempt 0, due soon, sends it (a POST now could arrive twice)."""
+    from worker.webhooks import first as first_module
+    from worker.webhooks.first import FirstAttempts
+    from worker.webhooks.http import WebhookSender
+
+    monkeypatch.setattr(first_module, "STALE_MS", -1)  # every record counts as popped late
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    with running_receiver() as receiver:
+        job = await _finished_with(dep, _sending(dep), receiver.url("/late"))
+        sender = WebhookSender(allow_private=True, timeout=5)
+        signer = signer_for(TEST_SECRET)
+        assert signer is not None
+        first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+        assert await first.take(block=0) == 1
+        await first.close(10)
+        await sender.aclose()
+        assert receiver.at("/late") == []
+    assert await handed_over(dep) == []
+    assert (await webhook_of(dep, job["job_id"]))["attempts"] == []
+    assert await queued_delay(dep, job["job_id"], 0, 0) == dep.settings.webhook_timeout + 10
 
 
 @pytest.mark.parametrize(
@@ -445,8 +497,8 @@ async def test_a_first_attempt_sent_by_the_finishing_worker_leaves_arq_a_deferre
 async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
     dep: Deployment, reply: int, state: str, next_delay: float | None
 ) -> None:
-    """``FirstAttempts`` POSTs the signed event, records the attempt on the job in one script, drops arq's
-    attempt 0 and, after a failure, queues attempt 1 on the schedule (±20 %)."""
+    """``FirstAttempts`` pops the finished record, POSTs the signed event, records the attempt on the job in
+    one script, drops arq's attempt 0 and, after a failure, queues attempt 1 on the schedule (±20 %)."""
     from worker.webhooks.first import FirstAttempts
     from worker.webhooks.http import WebhookSender
 
@@ -468,17 +520,17 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
     signer = signer_for(TEST_SECRET)
     assert signer is not None
     first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
-    ctx = dep.worker.context()
-    ctx["first_attempts"] = first
-    from worker.jobs.run import apply_batch
-
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
     wiki = await dep.new_wiki("first")
-    async with server, dep.worker.paused():
+    async with server, dep.worker.paused():  # the job's arq entry runs only when told to, below
         job_id = await dep.submit_ok(
             wiki, {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}
         )
-        assert await apply_batch(ctx, job_id) == "succeeded"
+        assert await apply_batch(_sending(dep), job_id) == "succeeded"
+        assert await first.take(block=0) == 1
         await first.close(10)
+        # arq's entry of the job, run again (as after a crash before arq saw it end): nothing re-queued
+        assert await apply_batch(dep.worker.context(), job_id) == "succeeded"
     await sender.aclose()
     (request,) = got
     head, body = request.split(b"\r\n\r\n", 1)

@@ -22,7 +22,7 @@ from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker.jobs.arq_compat import poll_once
-from worker.jobs.context import Deps, FirstAttempts, JobContext
+from worker.jobs.context import Deps, JobContext
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
 from worker.jobs.records import now_ms
 from worker.jobs.run import apply_batch
@@ -49,14 +49,11 @@ def job_timeout(settings: Settings) -> float:
 class PartitionRunner:
     """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
 
-    def __init__(
-        self, partition: int, redis: ArqRedis, deps: Deps, owner: str, first: FirstAttempts | None = None
-    ) -> None:
+    def __init__(self, partition: int, redis: ArqRedis, deps: Deps, owner: str) -> None:
         self.partition = partition
         self.redis = redis
         self.deps = deps
         self.owner = owner
-        self.first = first  # the process's sender of webhooks' first attempts (None: arq sends them)
         self.wake = asyncio.Event()
         self.stopping = False
         self.worker = self._consumer()
@@ -82,8 +79,6 @@ class PartitionRunner:
 
     def _context(self) -> dict[str, Any]:
         ctx: JobContext = {"deps": self.deps, "redis": self.redis, "owner": self.owner}
-        if self.first is not None:
-            ctx["first_attempts"] = self.first
         return dict(ctx)
 
     def start(self) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from arq.connections import ArqRedis
 from standardwebhooks import Webhook
 
 from worker.git import GitStore
-from worker.jobs.records import JobRecord, JobStore
+from worker.jobs.records import JobStore
 from worker.jobs.wikis import Wikis
 
 if TYPE_CHECKING:
@@ -38,18 +38,6 @@ class Deps:
     publisher: Publisher = field(default_factory=lambda: _publisher())
 
 
-class FirstAttempts(Protocol):
-    """Sends the first attempt of a finished job's webhook from the process that finished it, at once and
-    without a round through arq (``worker.webhooks.first``); the attempt also queued on arq, ``defer_ms``
-    later, is the safety net should this process die first."""
-
-    defer_ms: int
-
-    def start(self, finished: list[tuple[JobRecord, bytes]]) -> None:
-        """Send the webhooks of ``finished`` jobs (each with the exact bytes stored for it), in the
-        background."""
-
-
 class JobContext(TypedDict, total=False):
     """arq's ``ctx`` as wikiq fills it."""
 
@@ -60,7 +48,6 @@ class JobContext(TypedDict, total=False):
     http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random
-    first_attempts: FirstAttempts  # a worker process's batch consumers: webhooks' first attempts
 
 
 def _publisher() -> Publisher:

@@ -196,16 +196,19 @@ end
 return #KEYS
 """
 
-# finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue, then
-# 8 per job: record, queued table, queued total, arq entry, arq retry, arq in-progress, webhook attempt 0's
-# arq entry and result. ARGV: 1 events channel, 2 webhook entry ttl ms, then 9 per job: job id, expected
-# bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
-# entry ('' none), its arq job id, its score. Returns a 1 or 0 per job: finished, or changed meanwhile.
+# finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue,
+# 3 the first attempts' list, then 8 per job: record, queued table, queued total, arq entry, arq retry, arq
+# in-progress, webhook attempt 0's arq entry and result. ARGV: 1 events channel, 2 webhook entry ttl ms,
+# 3 the list's cap, 4 its expiry ms, then 10 per job: job id, expected bytes, new bytes, ttl ('' keep),
+# queued bytes to give back ('' none), dequeue ('' no), webhook attempt entry ('' none), its arq job id,
+# its score, hand the new bytes to the webhook senders ('' no). Returns a 1 or 0 per job: finished, or
+# changed meanwhile.
 _FINISH_MANY = """
 local done = {}
-local jobs = (#KEYS - 2) / 8
+local pushed = false
+local jobs = (#KEYS - 3) / 8
 for i = 0, jobs - 1 do
-  local k, a = 2 + 8 * i, 2 + 9 * i
+  local k, a = 3 + 8 * i, 4 + 10 * i
   local id = ARGV[a + 1]
   if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
     if ARGV[a + 4] ~= '' then
@@ -224,14 +227,26 @@ for i = 0, jobs - 1 do
     if ARGV[a + 7] ~= '' and redis.call('EXISTS', KEYS[k + 7], KEYS[k + 8]) == 0 then
       redis.call('PSETEX', KEYS[k + 7], ARGV[2], ARGV[a + 7])
       redis.call('ZADD', KEYS[2], ARGV[a + 9], ARGV[a + 8])
+      if ARGV[a + 10] ~= '' then
+        redis.call('RPUSH', KEYS[3], ARGV[a + 3])
+        pushed = true
+      end
     end
     done[#done + 1] = 1
   else
     done[#done + 1] = 0
   end
 end
+if pushed then
+  redis.call('LTRIM', KEYS[3], -tonumber(ARGV[3]), -1)
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
 return done
 """
+# ``keys.FIRST_ATTEMPTS`` keeps at most this many records (the oldest dropped first), and is dropped this long
+# after the last push: with no sender running, at most a few MB wait there (arq's safety net sends them all)
+FIRST_ATTEMPTS_CAP = 10_000
+FIRST_ATTEMPTS_EXPIRY_MS = 60_000
 WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
 
 
@@ -240,8 +255,9 @@ class Finishing:
     """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
     ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
     commit took along, which arq never started); ``hook_defer_ms``: queue the first attempt of its webhook
-    that much later (a safety net, when this process sends that attempt itself). ``body`` is set to the
-    bytes stored for the finished record."""
+    on arq that much later (a safety net) and hand the finished record to the webhook senders
+    (``keys.FIRST_ATTEMPTS``, read by ``wikiq webhooks``), which send that attempt at once. ``body`` is
+    set to the bytes stored for the finished record."""
 
     before: JobRecord
     stored: bytes
@@ -254,9 +270,9 @@ class Finishing:
 
 @dataclass
 class FirstAttempt:
-    """The first attempt of a job's webhook, sent by the process that finished the job, to record with
-    ``JobStore.note_first_attempts``: the record as stored (exactly ``stored``) and after the attempt, and
-    the next attempt's arq entry (None: no more attempts) with its score."""
+    """The first attempt of a job's webhook, sent by a webhook sender (``worker.webhooks.first``), to
+    record with ``JobStore.note_first_attempts``: the record as stored (exactly ``stored``) and after the
+    attempt, and the next attempt's arq entry (None: no more attempts) with its score."""
 
     stored: bytes
     record: JobRecord
@@ -264,7 +280,7 @@ class FirstAttempt:
     next_score_ms: int
 
 
-# record first attempts sent by the finishing process (``JobStore.note_first_attempts``). KEYS: 1 the
+# record first attempts sent by a webhook sender (``JobStore.note_first_attempts``). KEYS: 1 the
 # webhook queue, then 4 per job: record, attempt 0's arq entry, the next attempt's arq entry and result.
 # ARGV: 1 entry ttl ms, then 6 per job: expected bytes, new bytes, attempt 0's arq id, next entry ('' none),
 # its arq id, its score. Returns a 1 or 0 per job: recorded, or changed meanwhile.
@@ -443,9 +459,10 @@ class JobStore:
         Whether each was finished (a record that changed meanwhile is not: finish it with ``update``)."""
         if not items:
             return []
-        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE]
+        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE, keys.FIRST_ATTEMPTS]
         now = now_ms()
         args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
+        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS]
         for item in items:
             record = item.record
             table, total = self.queued_keys(record.submitter)
@@ -462,7 +479,7 @@ class JobStore:
             item.body = body.encode()
             dequeue = "1" if item.dequeue else ""
             args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
-            args.append(now + item.hook_defer_ms)
+            args += [now + item.hook_defer_ms, "1" if item.hook_defer_ms else ""]
         done = await self._finish_many(keys=names, args=args)
         return [bool(flag) for flag in done]
 

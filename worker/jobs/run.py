@@ -33,7 +33,7 @@ from worker.jobs import group
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.group import Member
 from worker.jobs.publish import Outcome
-from worker.jobs.queue import queue_name, schedule_first
+from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
 from worker.jobs.records import Finishing, JobRecord, JobStore, now_ms
 from worker.jobs.results import error_info, job_result
 from worker.jobs.storage import storage_fault
@@ -149,8 +149,12 @@ async def _record(
 
 
 async def _schedule_webhook(ctx: JobContext, record: JobRecord | None) -> None:
-    """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then."""
+    """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then. Nothing
+    once the finish's attempt 0 was recorded (a run of a job finished earlier, after a webhook sender sent
+    that attempt and dropped its arq entry: queued again, it would be sent twice)."""
     if record is None or record.webhook is None:
+        return
+    if record.webhook.round == 0 and (record.webhook.attempts or record.webhook.state != "pending"):
         return
     try:
         await schedule_first(ctx["redis"], record)
@@ -259,8 +263,9 @@ def _storage_failed(record: JobRecord, fault: WikiqError) -> Outcome:
 
 async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> None:
     """Record every outcome: those handed over with their stored bytes in one script (``finish_many``,
-    which also queues their webhooks and takes followers out of arq's queue), the rest one by one."""
-    first = ctx.get("first_attempts")
+    which also queues their webhooks, hands them to the webhook senders and takes followers out of arq's
+    queue), the rest one by one."""
+    defer_ms = safety_net_ms(deps.settings)
     batched: list[tuple[Outcome, Finishing]] = []
     for outcome in outcomes:
         if outcome.record is not None and outcome.stored is not None:
@@ -269,20 +274,15 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
             if finished is not None:
                 queue = queue_name(outcome.record.partition)
                 item = Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower)
-                if first is not None and finished.webhook is not None:
-                    item.hook_defer_ms = first.defer_ms  # this process sends it; arq's entry is the net
+                if finished.webhook is not None:
+                    item.hook_defer_ms = defer_ms  # a sender sends it at once; arq's entry is the net
                 batched.append((outcome, item))
     done = await _finish_many(ctx, deps, [item for _, item in batched]) if batched else []
     recorded = set()
-    hooked: list[tuple[JobRecord, bytes]] = []
     for (outcome, item), flag in zip(batched, done, strict=True):
         if flag:
             recorded.add(outcome.job_id)
             telemetry.job_finished(item.record)
-            if item.hook_defer_ms:
-                hooked.append((item.record, item.body))
-    if first is not None and hooked:
-        first.start(hooked)
     for outcome in outcomes:
         if outcome.job_id not in recorded:  # its record changed since: read it again, if still this run's
             run = None if outcome.record is None else outcome.record.runs

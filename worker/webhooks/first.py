@@ -1,18 +1,21 @@
-"""First attempts sent by the process that finished the job: at once, without a round through arq.
+"""First attempts of webhooks, sent at once by a ``wikiq webhooks`` process: without a round through arq,
+and off the worker's core.
 
 A webhook attempt that goes through arq costs its queue entry, arq's start (a ``WATCH`` transaction and
 three round trips), its run and finish, and two reads and a compare-and-set of the job record: more CPU
-than accepting the batch. So a worker process sends the first attempt of the webhooks of the jobs it has
-just finished itself (``FirstAttempts.start``, from ``worker.jobs.run``): all of a group's POSTs at once,
-then ONE script records every attempt on its job (compared against the exact bytes the finish stored),
-removes the attempt's arq entry and queues the next attempt when one is due
-(``JobStore.note_first_attempts``).
+than accepting the batch. And sent from the worker that finished the job, even a lean attempt (building
+the event, the signed POST, recording it) takes a fifth of the CPU the worker spends on a batch, and the
+worker's core is what bounds the write rate. So the script that finishes a job (``JobStore.finish_many``)
+also pushes the finished record's exact bytes onto a list (``keys.FIRST_ATTEMPTS``), and a sender process
+pops them in bursts (``FirstAttempts.take``): all of a burst's POSTs at once, then ONE script records
+every attempt on its job (compared against the exact bytes the finish stored), removes the attempt's arq
+entry and queues the next attempt when one is due (``JobStore.note_first_attempts``).
 
-Nothing is lost if the process dies: the same finish queued attempt 0 on arq, ``defer_ms`` later (the
-delivery timeout plus 10 s), so that entry is sent by any worker if this process does not get to record
-its own attempt first; at worst a receiver sees the event twice under the same ``webhook-id`` (Standard
-Webhooks receivers de-duplicate by it). Retries (attempt 1 on) and redeliveries stay arq jobs
-(``worker.webhooks.deliver``), on the schedule.
+Nothing is lost if no sender runs or one dies: the same finish queued attempt 0 on arq ``safety_net_ms``
+later (the delivery timeout plus 10 s), so that entry is sent by a worker if no sender recorded the attempt
+first. A record popped more than ``STALE_MS`` after its finish is left to that entry; at worst a receiver
+sees the event twice under the same ``webhook-id`` (Standard Webhooks receivers de-duplicate by it).
+Retries (attempt 1 on) and redeliveries stay arq jobs (``worker.webhooks.deliver``), on the schedule.
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from worker.webhooks.http import WebhookSender
 
 log = logging.getLogger("wikiq.webhooks")
 IN_FLIGHT = 64  # POSTs this process has in flight at most
+BURST = 64  # records popped at most at once
+LINGER = 0.01  # seconds between two pops that found records: the bursts' batching window
+STALE_MS = 5_000  # a record popped later than this after its finish is left to arq's safety net
 
 
 class FirstAttempts:
-    """A worker process's sender of first attempts (see the module)."""
+    """A sender process's first attempts (see the module)."""
 
     def __init__(
         self,
@@ -52,7 +58,6 @@ class FirstAttempts:
         rng: random.Random,
     ) -> None:
         self.schedule = settings.webhook_retry_schedule
-        self.defer_ms = int((settings.webhook_timeout + 10) * 1000)
         self.jobs = jobs
         self.redis = redis
         self.sender = sender
@@ -60,6 +65,42 @@ class FirstAttempts:
         self.rng = rng
         self.slots = asyncio.Semaphore(IN_FLIGHT)
         self.tasks: set[asyncio.Task[None]] = set()
+
+    async def take(self, block: float) -> int:
+        """Pop up to ``BURST`` records handed over by finishes, in one round trip (waiting up to ``block``
+        seconds for the first; 0: do not wait), and send their first attempts in the background; how many
+        were popped."""
+        pop = ("LMPOP", 1, keys.FIRST_ATTEMPTS, "LEFT", "COUNT", BURST)
+        got = await self.redis.execute_command(*(("BLMPOP", block, *pop[1:]) if block > 0 else pop))
+        popped: list[bytes] = [] if got is None else got[1]
+        now = now_ms()
+        finished = []
+        for stored in popped:
+            record = JobRecord.model_validate_json(stored)
+            if record.webhook is not None and now - (record.finished_ms or 0) <= STALE_MS:
+                finished.append((record, stored))
+        if len(finished) < len(popped):
+            late = len(popped) - len(finished)
+            log.warning("%d first webhook attempts popped late: arq's safety net sends them", late)
+        if finished:
+            self.start(finished)
+        return len(popped)
+
+    async def serve(self, stopping: asyncio.Event) -> None:
+        """Send first attempts until ``stopping`` is set: a burst at a time, at most one per ``LINGER``
+        seconds (what finishes meanwhile goes with the next burst: one pop, one script and a wake-up for
+        several attempts, for at most ``LINGER`` of delay), with at most ``IN_FLIGHT`` bursts in flight.
+        While Redis is away, try again every second (arq's safety net covers what waits meanwhile)."""
+        while not stopping.is_set():
+            if len(self.tasks) >= IN_FLIGHT:
+                await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_COMPLETED)
+                continue
+            try:
+                if await self.take(block=1.0):
+                    await asyncio.sleep(LINGER)  # pacing the pops: batching, not waiting on anything
+            except (RedisError, OSError) as exc:
+                log.warning("webhooks: Redis unavailable (%s)", exc)
+                await asyncio.sleep(1)  # back off while Redis is away
 
     def start(self, finished: list[tuple[JobRecord, bytes]]) -> None:
         """Send the first attempt of each finished job's webhook (with the bytes stored for the job), in
