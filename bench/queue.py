@@ -12,6 +12,7 @@ the long-poll answer (committed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -245,8 +246,12 @@ async def _arq_default_latency(redis_url: str, samples: int) -> list[float]:
             assert job is not None
             delays.append(float(await job.result(timeout=10, poll_delay=0.01)))
     finally:
+        # a job arq is still finishing (its result written after ``job.result`` saw it) ends cancelled
         task.cancel()
-        await worker.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker.close()
     return delays
 
 

@@ -476,13 +476,14 @@ async def test_a_record_popped_late_is_left_to_arqs_safety_net(
 
     monkeypatch.setattr(first_module, "STALE_MS", -1)  # every record counts as popped late
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    await dep.redis.rpush(keys.FIRST_ATTEMPTS, b"not a record")  # skipped too, without stopping the sender
     with running_receiver() as receiver:
         job = await _finished_with(dep, _sending(dep), receiver.url("/late"))
         sender = WebhookSender(allow_private=True, timeout=5)
         signer = signer_for(TEST_SECRET)
         assert signer is not None
         first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
-        assert await first.take(block=0) == 1
+        assert await first.take(block=0) == 2
         await first.close(10)
         await sender.aclose()
         assert receiver.at("/late") == []

@@ -26,6 +26,7 @@ import logging
 import random
 
 from arq.connections import ArqRedis
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 from standardwebhooks import Webhook
 
@@ -76,12 +77,15 @@ class FirstAttempts:
         now = now_ms()
         finished = []
         for stored in popped:
-            record = JobRecord.model_validate_json(stored)
+            try:
+                record = JobRecord.model_validate_json(stored)
+            except ValidationError:  # not a record wikiq wrote: nothing to send
+                log.warning("webhooks: a value on %s is no job record; dropped", keys.FIRST_ATTEMPTS)
+                continue
             if record.webhook is not None and now - (record.finished_ms or 0) <= STALE_MS:
                 finished.append((record, stored))
-        if len(finished) < len(popped):
-            late = len(popped) - len(finished)
-            log.warning("%d first webhook attempts popped late: arq's safety net sends them", late)
+            else:
+                log.warning("webhooks: job %s popped late; arq's safety net sends it", record.job_id)
         if finished:
             self.start(finished)
         return len(popped)
