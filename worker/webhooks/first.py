@@ -42,7 +42,7 @@ from worker.webhooks.http import WebhookSender
 log = logging.getLogger("wikiq.webhooks")
 IN_FLIGHT = 64  # POSTs this process has in flight at most
 BURST = 64  # records popped at most at once
-LINGER = 0.01  # seconds between two pops that found records: the bursts' batching window
+LINGER = 0.05  # seconds between a pop that found records and the next: the bursts' batching window
 STALE_MS = 5_000  # a record popped later than this after its finish is left to arq's safety net
 
 
