@@ -36,7 +36,7 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     signer = signer_for(settings.webhook_secret)
-    if signer is None or not settings.webhook_senders:
+    if signer is None or not settings.senders_send_first_attempts:
         log.warning("webhooks: no WIKIQ_WEBHOOK_SECRET or WIKIQ_WEBHOOK_SENDERS=false; nothing to send")
         await stopping.wait()
         return

@@ -129,6 +129,12 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def senders_send_first_attempts(self) -> bool:
+        """True when `wikiq webhooks` processes send first attempts: webhooks are signed (a secret is set)
+        and ``webhook_senders`` is on."""
+        return self.webhook_secret is not None and self.webhook_senders
+
+    @property
     def redis_where(self) -> str:
         """Where Redis is, fit to print (no password)."""
         if self.redis_sentinels:

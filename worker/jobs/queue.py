@@ -368,7 +368,7 @@ def safety_net_ms(settings: Settings) -> int:
     """How much later than a finish arq's attempt 0 of its webhook is queued when a webhook sender
     (``wikiq webhooks``) sends that attempt at once: the delivery timeout plus 10 s (0: not deferred, when
     webhooks are off or ``WIKIQ_WEBHOOK_SENDERS`` is false)."""
-    if settings.webhook_secret is None or not settings.webhook_senders:
+    if not settings.senders_send_first_attempts:
         return 0
     return int((settings.webhook_timeout + 10) * 1000)
 

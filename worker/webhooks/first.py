@@ -71,8 +71,9 @@ class FirstAttempts:
         """Pop up to ``BURST`` records handed over by finishes, in one round trip (waiting up to ``block``
         seconds for the first; 0: do not wait), and send their first attempts in the background; how many
         were popped."""
-        pop = ("LMPOP", 1, keys.FIRST_ATTEMPTS, "LEFT", "COUNT", BURST)
-        got = await self.redis.execute_command(*(("BLMPOP", block, *pop[1:]) if block > 0 else pop))
+        pop = (1, keys.FIRST_ATTEMPTS, "LEFT", "COUNT", BURST)  # one list, from its head, up to BURST
+        command = ("BLMPOP", block, *pop) if block > 0 else ("LMPOP", *pop)
+        got = await self.redis.execute_command(*command)
         popped: list[bytes] = [] if got is None else got[1]
         now = now_ms()
         finished = []
