@@ -13,6 +13,7 @@ EVENTS = "wikiq:events"  # pub/sub: a job id, published when the job finishes
 WORKERS = "wikiq:workers"  # sorted set: worker id -> last heartbeat (ms)
 WEBHOOK_QUEUE = "wikiq:webhooks"  # the arq queue of webhook delivery attempts
 FIRST_ATTEMPTS = "wikiq:webhooks:first"  # list: finished records whose first webhook attempt is not sent
+SENDERS_ALIVE = "wikiq:webhooks:senders"  # set by live `wikiq webhooks` processes; expires unless renewed
 METRICS = "wikiq:metrics"  # hash: metric field -> value, added to by every worker
 WIKIS = "wikiq:wikis"  # hash: wiki id -> its registry entry (JSON), for remote-backed wikis
 WIKI_HEADS = "wikiq:wiki-heads"  # hash: wiki id -> "<head commit> <published ms>", remote-backed wikis

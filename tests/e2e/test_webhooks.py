@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis import Redis
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.e2e.receiver import Receiver, running_receiver
 from tests.e2e.service import TEST_SECRET, Service
 from tests.e2e.test_metrics import scrape_when, value
+from worker.keys import SENDERS_ALIVE
 
 FAST = "0,0.3,0.3,0.3,0.3"
 
@@ -279,14 +281,25 @@ def _logged_attempts(service: Service, process: str, job_id: str) -> int:
     return sum(1 for line in lines if "webhook.attempt" in line and job_id in line)
 
 
+def _lines_of(service: Service, job_id: str) -> list[str]:
+    """Every log line of the deployment naming ``job_id`` (what an assertion shows when it fails)."""
+    return [line for line in service.logs().splitlines() if job_id in line]
+
+
 def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    """The `wikiq webhooks` process sends a finished job's first attempt (the workers send none); with that
-    process SIGKILLed, the attempt is still sent, once, by a worker from arq's deferred safety net."""
+    """The `wikiq webhooks` process sends a finished job's first attempt (the workers send none). A record
+    handed to a sender that then died is still sent, once, by a worker from arq's deferred safety net; once
+    no sender's heartbeat is left, a worker sends the first attempt at once."""
     service = Service(tmp_path, WIKIQ_WEBHOOK_TIMEOUT="1", WIKIQ_LOG_LEVEL="info").start(workers=1)
+    redis = Redis.from_url(service.redis.url)
     try:
         service.create_wiki("net")
+        deadline = time.monotonic() + 30
+        while not redis.exists(SENDERS_ALIVE):  # the starting sender's first heartbeat
+            assert time.monotonic() < deadline, "the webhook sender never announced itself"
+            time.sleep(0.05)  # polling Redis for the heartbeat key, which nothing announces
         sent = _submit(service, receiver.url("/sender"), "net")
         receiver.wait_for(lambda: len(receiver.at("/sender")) == 1)
         _job_when(service, sent, lambda job: job["webhook"]["state"] == "delivered")
@@ -295,13 +308,23 @@ def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
         (sender,) = service.senders
         sender.kill()
         sender.wait()
+        redis.set(SENDERS_ALIVE, b"1", px=60_000)  # as if the sender had died just after this renewal
         netted = _submit(service, receiver.url("/net"), "net")
         waiting = scrape_when(service, lambda s: value(s, "wikiq_webhook_first_attempts_waiting") == 1)
         assert value(waiting, "wikiq_webhook_queue_depth", state="deferred") == 1  # the safety net
         job = _job_when(service, netted, lambda job: job["webhook"]["state"] == "delivered")
         assert len(job["webhook"]["attempts"]) == 1 and len(receiver.at("/net")) == 1
-        assert _logged_attempts(service, "worker", netted) == 1
+        assert _logged_attempts(service, "worker", netted) == 1, _lines_of(service, netted)
         (delivery,) = receiver.at("/net")
         assert _verify(delivery.headers, delivery.body)["data"]["job_id"] == netted
+
+        redis.delete(SENDERS_ALIVE)  # the heartbeat lapsed: no sender left
+        alone = _submit(service, receiver.url("/alone"), "net")
+        receiver.wait_for(lambda: len(receiver.at("/alone")) == 1, timeout=8)  # the net would take 11 s
+        _job_when(service, alone, lambda job: job["webhook"]["state"] == "delivered")
+        assert _logged_attempts(service, "worker", alone) == 1, _lines_of(service, alone)
+        # nothing handed over for it: only the dead sender's record still waits
+        assert value(scrape_when(service, lambda s: True), "wikiq_webhook_first_attempts_waiting") == 1
     finally:
+        redis.close()
         service.stop()

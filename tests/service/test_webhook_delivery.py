@@ -405,7 +405,7 @@ async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callabl
 
 def _sending(dep: Deployment) -> JobContext:
     """An arq ``ctx`` for ``apply_batch`` in a deployment whose webhook senders send first attempts
-    (``WIKIQ_WEBHOOK_SENDERS=true``)."""
+    (``WIKIQ_WEBHOOK_SENDERS=true``); a sender counts as alive only once ``_alive`` said so."""
     ctx = dep.worker.context()
     settings = dep.settings.model_copy(update={"webhook_senders": True})
     ctx["deps"] = dataclasses.replace(ctx["deps"], settings=settings)
@@ -422,6 +422,11 @@ async def _finished_with(dep: Deployment, ctx: JobContext, url: str = URL) -> di
     return await dep.wait(job_id)
 
 
+async def _alive(dep: Deployment) -> None:
+    """Set the senders' heartbeat, as a live `wikiq webhooks` process keeps it (a minute here)."""
+    await dep.redis.set(keys.SENDERS_ALIVE, b"1", px=60_000)
+
+
 async def handed_over(dep: Deployment) -> list[bytes]:
     """The records on the webhook senders' list, oldest first."""
     return list(await dep.redis.lrange(keys.FIRST_ATTEMPTS, 0, -1))
@@ -433,6 +438,7 @@ async def test_a_finish_hands_the_record_to_the_webhook_senders_and_defers_arqs_
     """With webhook senders, the finish pushes the record's exact stored bytes on their list and queues arq's
     attempt 0 the delivery timeout + 10 s later (sent by a worker if no sender records the attempt first)."""
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    await _alive(dep)
     job = await _finished_with(dep, _sending(dep))
     assert await queued_delay(dep, job["job_id"], 0, 0) == dep.settings.webhook_timeout + 10
     (stored,) = await handed_over(dep)
@@ -450,6 +456,17 @@ async def test_without_webhook_senders_nothing_is_handed_over(dep: Deployment) -
     assert await handed_over(dep) == []
 
 
+async def test_with_no_sender_alive_attempt_0_is_due_at_once_and_nothing_is_handed_over(
+    dep: Deployment,
+) -> None:
+    """Senders on, but no `wikiq webhooks` process alive (its heartbeat lapsed, or none ever ran): the worker
+    queues attempt 0 on arq due at once, as without senders, instead of leaving it to the safety net."""
+    await dep.redis.delete(keys.FIRST_ATTEMPTS, keys.SENDERS_ALIVE)
+    job = await _finished_with(dep, _sending(dep))
+    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
+    assert await handed_over(dep) == []
+
+
 async def test_the_senders_list_keeps_the_newest_records_up_to_its_cap(
     dep: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -459,6 +476,7 @@ async def test_the_senders_list_keeps_the_newest_records_up_to_its_cap(
 
     monkeypatch.setattr(records, "FIRST_ATTEMPTS_CAP", 2)
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    await _alive(dep)
     jobs = [(await _finished_with(dep, _sending(dep)))["job_id"] for _ in range(3)]
     kept = [json.loads(stored)["job_id"] for stored in await handed_over(dep)]
     assert kept == jobs[1:]
@@ -477,6 +495,7 @@ async def test_a_record_popped_late_is_left_to_arqs_safety_net(
     monkeypatch.setattr(first_module, "STALE_MS", -1)  # every record counts as popped late
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
     await dep.redis.rpush(keys.FIRST_ATTEMPTS, b"not a record")  # skipped too, without stopping the sender
+    await _alive(dep)
     with running_receiver() as receiver:
         job = await _finished_with(dep, _sending(dep), receiver.url("/late"))
         sender = WebhookSender(allow_private=True, timeout=5)
@@ -522,6 +541,7 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
     assert signer is not None
     first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    await _alive(dep)
     wiki = await dep.new_wiki("first")
     async with server, dep.worker.paused():  # the job's arq entry runs only when told to, below
         job_id = await dep.submit_ok(

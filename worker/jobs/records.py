@@ -197,18 +197,20 @@ return #KEYS
 """
 
 # finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue,
-# 3 the first attempts' list, then 8 per job: record, queued table, queued total, arq entry, arq retry, arq
-# in-progress, webhook attempt 0's arq entry and result. ARGV: 1 events channel, 2 webhook entry ttl ms,
-# 3 the list's cap, 4 its expiry ms, then 10 per job: job id, expected bytes, new bytes, ttl ('' keep),
-# queued bytes to give back ('' none), dequeue ('' no), webhook attempt entry ('' none), its arq job id,
-# its score, hand the new bytes to the webhook senders ('' no). Returns a 1 or 0 per job: finished, or
-# changed meanwhile.
+# 3 the first attempts' list, 4 the senders' heartbeat, then 8 per job: record, queued table, queued total,
+# arq entry, arq retry, arq in-progress, webhook attempt 0's arq entry and result. ARGV: 1 events channel,
+# 2 webhook entry ttl ms, 3 the list's cap, 4 its expiry ms, 5 now (ms), then 9 per job: job id, expected
+# bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
+# entry ('' none), its arq job id, how much later attempt 0 is due when a sender is alive and takes the
+# new bytes (0: hand nothing over). With no sender alive, attempt 0 is due now and nothing is handed over.
+# Returns a 1 or 0 per job: finished, or changed meanwhile.
 _FINISH_MANY = """
 local done = {}
 local pushed = false
-local jobs = (#KEYS - 3) / 8
+local alive = redis.call('EXISTS', KEYS[4]) == 1
+local jobs = (#KEYS - 4) / 8
 for i = 0, jobs - 1 do
-  local k, a = 3 + 8 * i, 4 + 10 * i
+  local k, a = 4 + 8 * i, 5 + 9 * i
   local id = ARGV[a + 1]
   if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
     if ARGV[a + 4] ~= '' then
@@ -226,11 +228,13 @@ for i = 0, jobs - 1 do
     end
     if ARGV[a + 7] ~= '' and redis.call('EXISTS', KEYS[k + 7], KEYS[k + 8]) == 0 then
       redis.call('PSETEX', KEYS[k + 7], ARGV[2], ARGV[a + 7])
-      redis.call('ZADD', KEYS[2], ARGV[a + 9], ARGV[a + 8])
-      if ARGV[a + 10] ~= '' then
+      local later = 0
+      if alive and tonumber(ARGV[a + 9]) > 0 then
+        later = tonumber(ARGV[a + 9])
         redis.call('RPUSH', KEYS[3], ARGV[a + 3])
         pushed = true
       end
+      redis.call('ZADD', KEYS[2], tonumber(ARGV[5]) + later, ARGV[a + 8])
     end
     done[#done + 1] = 1
   else
@@ -254,9 +258,10 @@ WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (
 class Finishing:
     """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
     ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
-    commit took along, which arq never started); ``hook_defer_ms``: queue the first attempt of its webhook
-    on arq that much later (a safety net) and hand the finished record to the webhook senders
-    (``keys.FIRST_ATTEMPTS``, read by ``wikiq webhooks``), which send that attempt at once. ``body`` is
+    commit took along, which arq never started); ``hook_defer_ms``: when a webhook sender is alive
+    (``keys.SENDERS_ALIVE``), hand the finished record to the senders (``keys.FIRST_ATTEMPTS``, read by
+    ``wikiq webhooks``), which send the first attempt of its webhook at once, and queue that attempt on arq
+    that much later (a safety net); with none alive, arq's attempt is due at once. ``body`` is
     set to the bytes stored for the finished record."""
 
     before: JobRecord
@@ -459,10 +464,10 @@ class JobStore:
         Whether each was finished (a record that changed meanwhile is not: finish it with ``update``)."""
         if not items:
             return []
-        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE, keys.FIRST_ATTEMPTS]
+        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE, keys.FIRST_ATTEMPTS, keys.SENDERS_ALIVE]
         now = now_ms()
         args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
-        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS]
+        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS, now]
         for item in items:
             record = item.record
             table, total = self.queued_keys(record.submitter)
@@ -479,7 +484,7 @@ class JobStore:
             item.body = body.encode()
             dequeue = "1" if item.dequeue else ""
             args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
-            args += [now + item.hook_defer_ms, "1" if item.hook_defer_ms else ""]
+            args.append(item.hook_defer_ms)
         done = await self._finish_many(keys=names, args=args)
         return [bool(flag) for flag in done]
 

@@ -11,10 +11,12 @@ pops them in bursts (``FirstAttempts.take``): all of a burst's POSTs at once, th
 every attempt on its job (compared against the exact bytes the finish stored), removes the attempt's arq
 entry and queues the next attempt when one is due (``JobStore.note_first_attempts``).
 
-Nothing is lost if no sender runs or one dies: the same finish queued attempt 0 on arq ``safety_net_ms``
-later (the delivery timeout plus 10 s), so that entry is sent by a worker if no sender recorded the attempt
-first. A record popped more than ``STALE_MS`` after its finish is left to that entry; at worst a receiver
-sees the event twice under the same ``webhook-id`` (Standard Webhooks receivers de-duplicate by it).
+Records are handed over only while a sender is alive (``keys.SENDERS_ALIVE``, renewed by each sender): with
+none, the finish queues attempt 0 on arq due at once, and a worker sends it. Nothing is lost if a sender dies
+with records in hand: the same finish queued attempt 0 on arq ``safety_net_ms`` later (the delivery timeout
+plus 10 s), so that entry is sent by a worker if no sender recorded the attempt first. A record popped more
+than ``STALE_MS`` after its finish is left to that entry; at worst a receiver sees the event twice under the
+same ``webhook-id`` (Standard Webhooks receivers de-duplicate by it).
 Retries (attempt 1 on) and redeliveries stay arq jobs (``worker.webhooks.deliver``), on the schedule.
 """
 
@@ -24,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 
 from arq.connections import ArqRedis
 from pydantic import ValidationError
@@ -44,6 +47,7 @@ IN_FLIGHT = 64  # POSTs this process has in flight at most
 BURST = 64  # records popped at most at once
 LINGER = 0.05  # seconds between a pop that found records and the next: the bursts' batching window
 STALE_MS = 5_000  # a record popped later than this after its finish is left to arq's safety net
+ALIVE_MS = 3_000  # the senders' heartbeat lasts this long unless renewed
 
 
 class FirstAttempts:
@@ -92,15 +96,21 @@ class FirstAttempts:
         return len(popped)
 
     async def serve(self, stopping: asyncio.Event) -> None:
-        """Send first attempts until ``stopping`` is set: a burst at a time, at most one per ``LINGER``
-        seconds (what finishes meanwhile goes with the next burst: one pop, one script and a wake-up for
-        several attempts, for at most ``LINGER`` of delay), with at most ``IN_FLIGHT`` bursts in flight.
-        While Redis is away, try again every second (arq's safety net covers what waits meanwhile)."""
+        """Send first attempts until ``stopping`` is set, keeping ``keys.SENDERS_ALIVE`` set meanwhile (a
+        finish hands records over only while it is; it lapses ``ALIVE_MS`` after this process stops or dies,
+        and finishes then queue their first attempts on arq at once): a burst at a time, at most one per
+        ``LINGER`` seconds (what finishes meanwhile goes with the next burst: one pop, one script and one
+        wakeup for several attempts, for at most ``LINGER`` of delay), with at most ``IN_FLIGHT`` bursts in
+        flight. While Redis is away, try again every second (arq's safety net covers what waits meanwhile)."""
+        renewed = 0.0
         while not stopping.is_set():
             if len(self.tasks) >= IN_FLIGHT:
                 await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_COMPLETED)
                 continue
             try:
+                if time.monotonic() - renewed >= ALIVE_MS / 3000:  # renewed three times per lifetime
+                    await self.redis.set(keys.SENDERS_ALIVE, b"1", px=ALIVE_MS)
+                    renewed = time.monotonic()
                 if await self.take(block=1.0):
                     await asyncio.sleep(LINGER)  # pacing the pops: batching, not waiting on anything
             except (RedisError, OSError) as exc:
