@@ -13,6 +13,7 @@ and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
     ├── WebhookRefused         WEBHOOK_REFUSED
     ├── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
+    ├── QueryTooCostly         QUERY_TOO_COSTLY: a read would cost more than its budget
     └── StorageUnavailable     STORAGE_UNAVAILABLE: Redis or the data directory cannot keep what it must
 
 ``RefMoved`` is internal: a compare-and-swap of ``refs/heads/main`` lost to another writer. It never
@@ -27,6 +28,8 @@ CODES = frozenset(
         "BATCH_EMPTY",
         "TOO_MANY_EDITS",
         "BATCH_TOO_LARGE",
+        "BATCH_TOO_COSTLY",
+        "QUERY_TOO_COSTLY",
         "INVALID_PATH",
         "ZONE_FORBIDDEN",
         "PROTECTED_PATH",
@@ -127,6 +130,13 @@ class RateLimited(WikiqError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class QueryTooCostly(WikiqError):
+    """A read would cost more than its budget (``worker.engine.budget``); the message says how to ask
+    for less. A batch over its budget is ``BatchRejected("BATCH_TOO_COSTLY", ...)`` instead."""
+
+    code = "QUERY_TOO_COSTLY"
 
 
 class StorageUnavailable(WikiqError):

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from worker.schema.edits import Limits
+from worker.schema.edits import Costs, Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 Durability = Literal["none", "local", "replica"]
@@ -74,6 +74,16 @@ class Settings(BaseSettings):
     remote_push_attempts: Annotated[int, Field(ge=1, le=100)] = 8
     remote_push_interval_seconds: Annotated[float, Field(ge=0)] = 0.0
     remote_coalesce_max: Annotated[int, Field(ge=1, le=1000)] = 64
+    # what one batch or one read may cost (worker.engine.budget): BATCH_TOO_COSTLY / QUERY_TOO_COSTLY
+    cost_cpu_seconds: Annotated[float, Field(gt=0, le=600)] = 2.0
+    cost_scan_bytes: Annotated[int, Field(ge=1024)] = 256 * 1024 * 1024
+    cost_regex_work: Annotated[int, Field(ge=1000)] = 100_000_000
+    cost_re2_max_mem: Annotated[int, Field(ge=1024 * 1024)] = 8 * 1024 * 1024
+    cost_parse_lines: Annotated[int, Field(ge=100)] = 50_000
+    cost_yaml_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
+    cost_yaml_nodes: Annotated[int, Field(ge=100)] = 100_000
+    cost_yaml_depth: Annotated[int, Field(ge=4)] = 64
+    cost_output_bytes: Annotated[int, Field(ge=64 * 1024)] = 16 * 1024 * 1024
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"
     log_level: str = "info"
@@ -150,6 +160,22 @@ class Settings(BaseSettings):
             max_content_bytes=self.max_content_bytes,
             max_file_bytes=self.max_file_bytes,
             max_output_bytes=self.max_batch_output_bytes,
+            costs=self.costs,
+        )
+
+    @property
+    def costs(self) -> Costs:
+        """What one batch or one read may cost, as these settings configure it."""
+        return Costs(
+            cpu_seconds=self.cost_cpu_seconds,
+            scan_bytes=self.cost_scan_bytes,
+            regex_work=self.cost_regex_work,
+            re2_max_mem=self.cost_re2_max_mem,
+            parse_lines=self.cost_parse_lines,
+            yaml_bytes=self.cost_yaml_bytes,
+            yaml_nodes=self.cost_yaml_nodes,
+            yaml_depth=self.cost_yaml_depth,
+            output_bytes=self.cost_output_bytes,
         )
 
 

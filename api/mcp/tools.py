@@ -126,6 +126,10 @@ HINTS = {
     "INVALID_ENCODING": "Send text as UTF-8, or bytes as base64 with encoding=base64 (create/overwrite).",
     "TOO_MANY_EDITS": "Split the work into several batches under the edit limit, index and log last.",
     "BATCH_TOO_LARGE": "Split the work into smaller batches (or narrow a replace_across prefix or pattern).",
+    "BATCH_TOO_COSTLY": "The batch would cost more work than one batch may buy (the message says which): "
+    "split it, narrow a replace_across prefix, or use a simpler pattern or a literal old.",
+    "QUERY_TOO_COSTLY": "The read would cost more work than one request may buy (the message says which): "
+    "narrow it (a prefix, fewer pages, a literal query instead of a pattern).",
     "BATCH_EMPTY": "Give at least one edit.",
     "INVALID_BATCH": "Fix the argument or field the message names and call again.",
     "WIKI_NOT_FOUND": "Call list_wikis for the ids you may use.",
@@ -331,7 +335,8 @@ VERSION_REQUIRED: read the page again and redo that edit; OLD_NOT_FOUND, OLD_NOT
 copy a longer `old` from read_page raw=true, fix the count; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: use an \
 address from page_outline; NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: check list_pages; ZONE_FORBIDDEN, \
 PROTECTED_PATH, INVALID_PATH: use a path the zones allow; FRONTMATTER_INVALID, PATTERN_INVALID, \
-INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, BATCH_TOO_LARGE: split; \
+INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY: \
+split or simplify; \
 WIKI_NOT_FOUND: see list_wikis; IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED: wait, \
 retry once; INTERNAL: retry once, then tell the user."""
 

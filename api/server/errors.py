@@ -22,6 +22,7 @@ log = logging.getLogger("wikiq.api")
 STATUS = {
     "TOO_MANY_EDITS": 413,
     "BATCH_TOO_LARGE": 413,
+    "BATCH_TOO_COSTLY": 413,
     "WIKI_NOT_FOUND": 404,
     "JOB_NOT_FOUND": 404,
     "NOT_FOUND": 404,
@@ -50,9 +51,10 @@ _DOC = {
     404: "no such wiki, page, job or route (the same answer when the caller may not read it)",
     405: "method not allowed",
     409: "conflict (WIKI_EXISTS, NOT_CANCELLABLE)",
-    413: "over a limit (TOO_MANY_EDITS, BATCH_TOO_LARGE)",
+    413: "over a limit (TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY)",
     414: "query string too long",
-    422: "refused: shape, path, zone, encoding, webhook or idempotency (see the code)",
+    422: "refused: shape, path, zone, encoding, webhook, idempotency, or a read over its budget "
+    "(QUERY_TOO_COSTLY; see the code)",
     429: "rate limited (RATE_LIMITED, with Retry-After)",
     431: "headers too large",
     500: "internal error (no details are leaked)",

@@ -66,6 +66,7 @@ def test_write_batch_is_shorter_than_before_and_names_every_batch_error() -> Non
         "REMOTE_UNAVAILABLE",
         "REMOTE_REJECTED",
         "STORAGE_UNAVAILABLE",
+        "QUERY_TOO_COSTLY",
     }
     assert {code for code in batch_codes if code not in write} == set()
     assert set(CODES) <= set(HINTS) | {"WIKI_EXISTS", "WEBHOOK_REFUSED"}

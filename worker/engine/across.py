@@ -9,9 +9,8 @@ changed page gets one ``applied`` entry ``{"op": "replace_across", "path", "vers
 Refusals: no match on any page is ``OLD_NOT_FOUND``; a total that differs from ``expected_count`` is
 ``COUNT_MISMATCH`` (after every page was looked at, so the message gives the real total); a page over
 ``max_file_bytes`` or all new bytes over ``max_output_bytes`` is ``BATCH_TOO_LARGE`` (a literal
-replacement's size is known before it is built, a pattern's is checked as it grows), and so are patterns
-that spend more than ``max_pattern_seconds`` of CPU in all (a pattern like ``a.*b|a`` rescans the rest
-of a line for every match).
+replacement's size is known before it is built, a pattern's is checked as it grows); the matching is
+charged to the batch's budget (``budget``), and crossing it is ``BATCH_TOO_COSTLY``.
 
 Cost: with ``old``, only the pages ``HeadView.mentioning(old)`` names are read (plus those the batch
 changed); a pattern reads every page under the prefix.
@@ -19,10 +18,8 @@ changed); a pattern reads every page under the prefix.
 
 from __future__ import annotations
 
-import time
-
 from worker.engine.markdown import compile_pattern, count_and_replace
-from worker.engine.markdown.bounds import OutOfBudget, TooLarge
+from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.patterns import parse_template
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
@@ -42,55 +39,39 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
     """Apply ``edit`` to every page under its prefix (see the module docstring)."""
     check_pattern(edit, index)
     total = 0
-    started = time.thread_time()
-    budget = work.limits.max_pattern_seconds
-
-    def out_of_time() -> bool:
-        return work.pattern_seconds + time.thread_time() - started > budget
-
-    try:
-        for page in _pages(work, edit):
-            file = work.current(page)
-            if file is None:
-                continue
-            try:
-                text = work.content(file).decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            try:
-                new, count = count_and_replace(
-                    text,
-                    new=edit.new,
-                    old=edit.old,
-                    pattern=edit.pattern,
-                    index=index,
-                    max_size=work.limits.max_file_bytes,
-                    stop=out_of_time,
-                )
-            except TooLarge as exc:
-                work.check_file_size(index, page, exc.size)
-                raise AssertionError("unreachable: over max_file_bytes") from exc
-            if not count:
-                continue
-            if not work.zone_allows("replace_across", page):
-                work.warn(
-                    "NOT_REWRITTEN",
-                    page,
-                    f"{count} match(es) in {page!r} were not replaced: this zone allows no in-place "
-                    "change (raw/ is create-only)",
-                )
-                continue
-            total += count
-            work.write(index, "replace_across", page, new.encode("utf-8"), count=count)
-    except OutOfBudget:
-        raise BatchRejected(
-            "BATCH_TOO_LARGE",
-            f"the pattern took over {budget:g} s of CPU on the pages under {edit.prefix!r}; make it more "
-            "specific (a pattern like 'a.*b|a' rescans the rest of a line per match) or narrow the prefix",
-            index,
-        ) from None
-    finally:
-        work.pattern_seconds += time.thread_time() - started
+    for page in _pages(work, edit):
+        file = work.current(page)
+        if file is None:
+            continue
+        try:
+            text = work.content(file).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        try:
+            new, count = count_and_replace(
+                text,
+                new=edit.new,
+                old=edit.old,
+                pattern=edit.pattern,
+                index=index,
+                max_size=work.limits.max_file_bytes,
+                where=repr(page),
+            )
+        except TooLarge as exc:
+            work.check_file_size(index, page, exc.size)
+            raise AssertionError("unreachable: over max_file_bytes") from exc
+        if not count:
+            continue
+        if not work.zone_allows("replace_across", page):
+            work.warn(
+                "NOT_REWRITTEN",
+                page,
+                f"{count} match(es) in {page!r} were not replaced: this zone allows no in-place "
+                "change (raw/ is create-only)",
+            )
+            continue
+        total += count
+        work.write(index, "replace_across", page, new.encode("utf-8"), count=count)
     what = f"'old' {edit.old!r}" if edit.old is not None else f"pattern {edit.pattern!r}"
     if total == 0:
         raise BatchRejected(

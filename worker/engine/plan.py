@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from worker.engine.budget import Budget
 from worker.engine.markdown import FileIndex
 
 
@@ -112,6 +113,7 @@ class Plan:
     renamed: dict[str, str] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
     warnings: list[BatchWarning] = field(default_factory=list)
+    budget: Budget | None = None  # what is left of the batch's budget, for the review of a dry run
 
 
 class DictHead:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worker.engine import across, fileops, inplace, moves
+from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
 from worker.engine.plan import (
     Applied,
@@ -153,10 +154,21 @@ def _check_prefix(prefix: str, index: int, policy: ZonePolicy) -> None:
 def preflight(
     head: HeadView, edits: Sequence[Edit], policy: ZonePolicy = DEFAULT_POLICY, limits: Limits | None = None
 ) -> Plan:
-    """Check ``edits`` against ``head`` in order and return the plan, or raise ``BatchRejected``."""
-    work = BatchState(head, policy, limits or Limits())
-    for index, edit in enumerate(edits):
-        check_edit(edit, index, policy)
-        _APPLY[type(edit)](work, index, edit)
-    work.check_conflicts()
-    return work.plan()
+    """Check ``edits`` against ``head`` in order and return the plan, or raise ``BatchRejected``.
+
+    The whole check runs under one budget made from ``limits.costs`` (``budget``): the edit during which
+    it is spent is refused ``BATCH_TOO_COSTLY``. The plan carries the budget on, for a dry run's review."""
+    limits = limits or Limits()
+    work = BatchState(head, policy, limits)
+    spend = Budget(limits.costs)
+    with active(spend):
+        for index, edit in enumerate(edits):
+            check_edit(edit, index, policy)
+            try:
+                _APPLY[type(edit)](work, index, edit)
+            except OverBudget as over:
+                raise BatchRejected("BATCH_TOO_COSTLY", over.message, index) from None
+        work.check_conflicts()
+    plan = work.plan()
+    plan.budget = spend
+    return plan

@@ -9,7 +9,7 @@ moved file is diffed against the head file it came from, and a move without a co
 ``\\ No newline at end of file``; a file that is not UTF-8 is ``Binary files ... differ``; a side over
 ``DIFF_FILE_BYTES`` is not diffed line by line. All diffs together hold at most ``DIFF_BUDGET``
 characters: the entry that crosses it is cut and marked ``truncated``, later entries have an empty diff
-and ``truncated``.
+and ``truncated``; so does every entry after the batch's CPU budget ran out.
 
 Warnings (``BatchWarning``), at most ``MAX_WARNINGS`` (then one ``TRUNCATED``):
 
@@ -28,6 +28,7 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 
+from worker.engine.budget import Budget, OverBudget, active, current
 from worker.engine.markdown import FileIndex, broken_links, find_links, resolve
 from worker.engine.mentions import is_page, link_needles
 from worker.engine.paths import ZonePolicy
@@ -35,7 +36,7 @@ from worker.engine.plan import BatchWarning, HeadView, Plan
 from worker.engine.state import check_zone
 from worker.errors import BatchRejected
 
-DIFF_BUDGET = 1024 * 1024  # characters of diff a dry run answers in all
+DIFF_BUDGET = 256 * 1024  # characters of diff a dry run answers in all
 DIFF_FILE_BYTES = 512 * 1024  # a side larger than this is not diffed line by line
 MAX_WARNINGS = 500
 INDEX = "index.md"
@@ -96,14 +97,24 @@ class _Result:
 
 
 def review(head: HeadView, plan: Plan, policy: ZonePolicy) -> Review:
-    """The diff and the warnings of ``plan`` against ``head`` (see the module docstring)."""
+    """The diff and the warnings of ``plan`` against ``head`` (see the module docstring).
+
+    The review spends what is left of the batch's budget (``plan.budget``): when that runs out, the
+    warnings found so far are kept, one ``TRUNCATED`` warning says the rest was not looked for, and the
+    diff stops where it was."""
     result = _Result(head, plan)
-    warnings = list(plan.warnings) + _broken(result) + _unindexed(result, policy)
-    if len(warnings) > MAX_WARNINGS:
-        more = len(warnings) - MAX_WARNINGS
-        warnings = warnings[:MAX_WARNINGS]
-        warnings.append(BatchWarning("TRUNCATED", "", f"{more} more warnings are not shown"))
-    return Review(diff=_diffs(result), warnings=warnings)
+    warnings = list(plan.warnings)
+    with active(plan.budget or Budget()):
+        try:
+            warnings += _broken(result)
+            warnings += _unindexed(result, policy)
+        except OverBudget as over:
+            warnings.append(BatchWarning("TRUNCATED", "", f"links were not all checked: {over.message}"))
+        if len(warnings) > MAX_WARNINGS:
+            more = len(warnings) - MAX_WARNINGS
+            warnings = warnings[:MAX_WARNINGS]
+            warnings.append(BatchWarning("TRUNCATED", "", f"{more} more warnings are not shown"))
+        return Review(diff=_diffs(result), warnings=warnings)
 
 
 # -- diff --------------------------------------------------------------------------------------------
@@ -114,11 +125,17 @@ def _diffs(result: _Result) -> list[FileDiff]:
     moved_away = set(plan.renamed.values())
     out: list[FileDiff] = []
     left = DIFF_BUDGET
+    spend = current()
     for path in sorted(plan.changes):
         file = plan.changes[path]
         origin = plan.renamed.get(path)
         if file is None and path in moved_away:
             continue  # shown with the file it moved to
+        if left > 0:
+            try:
+                spend.check("the diff")
+            except OverBudget:
+                left = 0
         if left <= 0:
             out.append(FileDiff(path, "", origin, truncated=True))
             continue

@@ -65,7 +65,6 @@ class BatchState:
         self.moved_from: dict[str, str] = {}  # a moved file's path -> the path it had before the batch
         self.applied: list[Applied] = []
         self.warnings: list[BatchWarning] = []
-        self.pattern_seconds = 0.0  # CPU spent in RE2 patterns so far (limits.max_pattern_seconds)
         self._files: set[str] | None = None
         self._read: dict[str, bytes] = {}  # head files read ahead (prefetch)
 

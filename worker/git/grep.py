@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Generator, Sequence
 from pathlib import Path
 
 # Over a tree, git grep's threads contend for the object store's lock: one thread measured ~20 ms where
 # the default took ~30 ms on the 10 000-page benchmark wiki (2 cores).
 THREADS = "--threads=1"
+SEARCH_FILE_BYTES = 8 * 1024 * 1024  # files over this are not searched or indexed (the default page limit)
 
 
 def files_mentioning(
@@ -44,6 +46,59 @@ def files_mentioning(
         for item in done.stdout.split(b"\x00")
         if item
     ]
+
+
+def iter_blobs(git_dir: Path, oids: Sequence[str], max_size: int) -> Generator[bytes | None, None, None]:
+    """The bytes of each blob, in order, streamed from one ``git cat-file --batch``: one blob at a time
+    is in memory, and a blob over ``max_size`` bytes is read past and given as None. Stopping early
+    (closing the generator) ends the git process."""
+    if not oids:
+        return
+    process = subprocess.Popen(
+        ["git", "--git-dir", str(git_dir), "cat-file", "--batch", "--buffer"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    def ask() -> None:  # a thread of its own: git answers while it is still being asked
+        try:
+            for oid in oids:
+                stdin.write(oid.encode() + b"\n")
+            stdin.close()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the reader stopped early and ended git
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    try:
+        for _ in oids:
+            header = stdout.readline(512).split()
+            if len(header) != 3:
+                raise RuntimeError(f"git cat-file answered {b' '.join(header)[:80]!r} for a blob")
+            size = int(header[2])
+            if size > max_size:
+                left = size + 1
+                while left:
+                    chunk = stdout.read(min(left, 1 << 16))
+                    if not chunk:
+                        raise RuntimeError("git cat-file stopped in the middle of a blob")
+                    left -= len(chunk)
+                yield None
+                continue
+            data = stdout.read(size + 1)
+            if len(data) != size + 1:
+                raise RuntimeError("git cat-file stopped in the middle of a blob")
+            yield data[:size]
+    finally:
+        process.kill()
+        process.wait()
+        asking.join()
+        stdout.close()
+        if not stdin.closed:
+            stdin.close()
 
 
 def read_blobs(git_dir: Path, oids: list[str]) -> list[bytes]:

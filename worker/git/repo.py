@@ -34,6 +34,7 @@ from worker import faults
 from worker.engine import NewFile, Plan
 from worker.git import rollup
 from worker.git.commits import JOB_TRAILER, SERVICE, CommitInfo, Identity, parse_commit
+from worker.git.grep import SEARCH_FILE_BYTES
 from worker.git.maintenance import Maintenance
 from worker.git.objects import (
     EMPTY_TREE,
@@ -260,6 +261,7 @@ class WikiRepo:
         prefix: str = "",
         limit: int = 100,
         after: tuple[str, int] | None = None,
+        max_file_bytes: int = SEARCH_FILE_BYTES,
     ) -> list[SearchHit]:
         """Up to ``limit`` lines at ``commit`` holding ``query`` (literal) or where a match of it starts (an
         RE2 pattern, with ``regex``), ASCII case ignored unless ``case_sensitive``, in files under
@@ -273,6 +275,7 @@ class WikiRepo:
             prefix=prefix,
             limit=limit,
             after=after,
+            max_file_bytes=max_file_bytes,
         )
 
     def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:

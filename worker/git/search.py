@@ -11,10 +11,13 @@ order, then line order: every line holding the query (literal) or where a match 
   ERE and PCRE differ from RE2 in classes, ``\\b``, ``$`` and more). The pattern runs over each page's
   whole text with ``(?m)`` (``^``/``$`` at line ends) and ``(?i)`` unless ``case_sensitive``; a match is
   reported at the line where it starts, once per line. Blobs come from one ``git cat-file --batch`` per
-  chunk of files. Measured on the 10 000-page benchmark wiki: ~70 ms to stream every blob, ~16 ms of RE2,
-  against ~50 ms for ``git grep -P`` (which is not RE2): exactness for about twice the time.
-  A pattern may cost a rescan of the rest of the text per match (``a.*b|a``), so one search stops with
-  ``PATTERN_INVALID`` after ``REGEX_BUDGET_SECONDS`` of CPU.
+  search, streamed one at a time.
+
+Cost: files over ``max_file_bytes`` (which wikiq never writes, but a person may push) are not searched;
+every blob handed to RE2 or scanned for a literal is charged to the budget in force
+(``worker.engine.budget``: bytes scanned, each RE2 search's worst case before it runs, the CPU time
+between searches), so a costly search ends with ``OverBudget`` instead of running on. A line ``git grep``
+reports is read up to ``GREP_LINE_BYTES``.
 
 The interface is what an index-backed search would offer too; nothing here is specific to how hits are
 found.
@@ -23,21 +26,19 @@ found.
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from worker.engine.budget import Budget, current
 from worker.engine.markdown import compile_pattern
-from worker.errors import BatchRejected
-from worker.git.grep import THREADS, read_blobs
+from worker.git.grep import SEARCH_FILE_BYTES, THREADS, iter_blobs
 from worker.git.objects import TREE_MODE
 from worker.git.snapshot import EXEC_MODE, FILE_MODE
 
 if TYPE_CHECKING:
     from worker.git.repo import WikiRepo
 
-REGEX_BUDGET_SECONDS = 5.0
-CHUNK_FILES = 1000  # blobs asked of one git cat-file
+GREP_LINE_BYTES = 64 * 1024  # of a line git grep reports, what is read (the answer shows far less)
 BINARY_PROBE = 8000  # git's own heuristic: a NUL in the first 8000 bytes makes a file binary
 
 
@@ -62,13 +63,14 @@ def search(
     prefix: str = "",
     limit: int = 100,
     after: tuple[str, int] | None = None,
+    max_file_bytes: int = SEARCH_FILE_BYTES,
 ) -> list[SearchHit]:
     """Up to ``limit`` hits of ``query`` at ``commit`` (see the module docstring)."""
     if limit <= 0:
         return []
     if regex:
-        return _regex(repo, commit, query, case_sensitive, prefix, limit, after)
-    return _literal(repo, commit, query, case_sensitive, prefix, limit, after)
+        return _regex(repo, commit, query, case_sensitive, prefix, limit, after, max_file_bytes)
+    return _literal(repo, commit, query, case_sensitive, prefix, limit, after, max_file_bytes)
 
 
 def _after(hit: tuple[str, int], after: tuple[str, int] | None) -> bool:
@@ -89,12 +91,13 @@ def _literal(
     prefix: str,
     limit: int,
     after: tuple[str, int] | None,
+    max_file_bytes: int,
 ) -> list[SearchHit]:
     """Literal hits: from the pages the text index names when it can (``worker.git.textindex``), else by
     grepping every page."""
     candidates = repo.text_index().candidates(commit, query, prefix, after[0] if after else "")
     if candidates is not None:
-        return _scan(repo, commit, candidates, query, case_sensitive, limit, after)
+        return _scan(repo, commit, candidates, query, case_sensitive, limit, after, max_file_bytes)
     return _grep(repo, commit, query, case_sensitive, prefix, limit, after)
 
 
@@ -106,19 +109,20 @@ def _scan(
     case_sensitive: bool,
     limit: int,
     after: tuple[str, int] | None,
+    max_file_bytes: int,
 ) -> list[SearchHit]:
     """The lines of ``paths`` (in order) holding ``query``, as ``git grep -F`` would report them."""
     snapshot = repo.snapshot(commit)
     wanted = query if case_sensitive else _fold(query)
+    spend = current()
+    present = [(path, oid) for path in paths if (oid := snapshot.version(path)) is not None]
     hits: list[SearchHit] = []
-    for start in range(0, len(paths), CHUNK_FILES):
-        chunk = [(path, snapshot.version(path)) for path in paths[start : start + CHUNK_FILES]]
-        present = [(path, oid) for path, oid in chunk if oid is not None]
-        for (path, oid), data in zip(
-            present, read_blobs(repo.path, [oid for _, oid in present]), strict=True
-        ):
-            if b"\x00" in data[:BINARY_PROBE]:
+    blobs = iter_blobs(repo.path, [oid for _, oid in present], max_file_bytes)
+    try:
+        for (path, oid), data in zip(present, blobs, strict=False):
+            if data is None or b"\x00" in data[:BINARY_PROBE]:
                 continue
+            spend.scan(len(data), "the search")
             for number, raw in enumerate(data.split(b"\n"), 1):
                 text = raw.decode("utf-8", "replace")
                 column = (text if case_sensitive else _fold(text)).find(wanted)
@@ -127,6 +131,8 @@ def _scan(
                 hits.append(SearchHit(path, number, text, oid, column))
                 if len(hits) >= limit:
                     return hits
+    finally:
+        blobs.close()
     return hits
 
 
@@ -147,7 +153,8 @@ def _grep(
     limit: int,
     after: tuple[str, int] | None,
 ) -> list[SearchHit]:
-    args = ["git", "--git-dir", str(repo.path), "grep", "-I", "-F", "-n", "-z", "--no-color", THREADS]
+    args = ["git", "--git-dir", str(repo.path), "grep", "-I", "-F", "-n", "--column", "-z", "--no-color"]
+    args.append(THREADS)
     if not case_sensitive:
         args.append("-i")
     process = subprocess.Popen(
@@ -159,22 +166,52 @@ def _grep(
     snapshot = repo.snapshot(commit)
     hits: list[SearchHit] = []
     head = commit.encode() + b":"
-    wanted = query if case_sensitive else query.lower()
+    spend = current()
     try:
-        for raw in process.stdout:
-            path_bytes, number, text_bytes = raw.rstrip(b"\n").split(b"\x00", 2)
+        for path_bytes, number, column, text_bytes, size in _grep_lines(process.stdout):
+            spend.scan(size, "the search")
             path = path_bytes.removeprefix(head).decode("utf-8", "replace")
-            if not path.startswith(prefix) or not _after((path, int(number)), after):
+            if not path.startswith(prefix) or not _after((path, number), after):
                 continue
             text = text_bytes.decode("utf-8", "replace")
-            column = (text if case_sensitive else text.lower()).find(wanted)
-            hits.append(SearchHit(path, int(number), text, snapshot.version(path) or "", max(column, 0)))
+            shown = len(text_bytes[:column].decode("utf-8", "replace"))
+            hits.append(SearchHit(path, number, text, snapshot.version(path) or "", shown))
             if len(hits) >= limit:
                 break
     finally:
         process.kill()
         process.wait()
     return hits
+
+
+def _grep_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, int, int, bytes, int]]:
+    """``git grep -n --column -z`` records: path, line number, the match's byte offset in the text, the
+    text (a line over ``GREP_LINE_BYTES`` is kept only around the match, the offset then counting from
+    where it is kept) and the line's whole size. One long line never sits whole in memory."""
+    while True:
+        chunk = stream.readline(GREP_LINE_BYTES)
+        if not chunk:
+            return
+        path, number, column, text = chunk.split(b"\x00", 3)
+        at = int(column) - 1
+        size = len(chunk)
+        if text.endswith(b"\n"):
+            yield path, int(number), at, text[:-1], size
+            continue
+        keep_from = max(0, at - GREP_LINE_BYTES // 4)
+        keep_to = at + GREP_LINE_BYTES // 2
+        kept = [text[keep_from:keep_to]]
+        position = len(text)
+        while not text.endswith(b"\n"):
+            text = stream.readline(GREP_LINE_BYTES)
+            if not text:
+                break
+            size += len(text)
+            piece = text.rstrip(b"\n")
+            low, high = max(keep_from - position, 0), max(keep_to - position, 0)
+            kept.append(piece[low:high])
+            position += len(piece)
+        yield path, int(number), at - keep_from, b"".join(kept), size
 
 
 def _regex(
@@ -185,40 +222,41 @@ def _regex(
     prefix: str,
     limit: int,
     after: tuple[str, int] | None,
+    max_file_bytes: int,
 ) -> list[SearchHit]:
     flags = "(?m)" if case_sensitive else "(?mi)"
     pattern = compile_pattern(flags + query)
     files = [(path, oid) for path, oid in blobs_under(repo, repo.tree_of(commit), prefix)]
     if after is not None:
         files = [(path, oid) for path, oid in files if path >= after[0]]
-    started = time.thread_time()
+    spend = current()
     hits: list[SearchHit] = []
-    for start in range(0, len(files), CHUNK_FILES):
-        chunk = files[start : start + CHUNK_FILES]
-        for (path, oid), data in zip(chunk, read_blobs(repo.path, [oid for _, oid in chunk]), strict=True):
-            if b"\x00" in data[:BINARY_PROBE]:
+    blobs = iter_blobs(repo.path, [oid for _, oid in files], max_file_bytes)
+    try:
+        for (path, oid), data in zip(files, blobs, strict=False):
+            if data is None or b"\x00" in data[:BINARY_PROBE]:
                 continue
-            for hit in _page_hits(pattern, path, oid, data, started):
+            for hit in _page_hits(pattern, path, oid, data, spend):
                 if _after((hit.path, hit.line), after):
                     hits.append(hit)
                     if len(hits) >= limit:
                         return hits
+    finally:
+        blobs.close()
     return hits
 
 
-def _page_hits(pattern: Any, path: str, oid: str, data: bytes, started: float) -> Iterator[SearchHit]:
-    """The lines of one page where a match starts, in order, once each."""
+def _page_hits(pattern: Any, path: str, oid: str, data: bytes, spend: Budget) -> Iterator[SearchHit]:
+    """The lines of one page where a match starts, in order, once each; every search is charged to
+    ``spend`` before it runs (its worst case) and after (the bytes it went over)."""
     position = 0
     line = 1
     counted = 0  # offset up to which line feeds are counted into ``line``
+    where = f"the search in {path!r}"
     while position <= len(data):
-        if time.thread_time() - started > REGEX_BUDGET_SECONDS:
-            raise BatchRejected(
-                "PATTERN_INVALID",
-                f"the pattern took over {REGEX_BUDGET_SECONDS:g} s of CPU; make it more specific (a pattern "
-                "like 'a.*b|a' rescans the rest of the text per match) or narrow the prefix",
-            )
+        spend.regex(pattern.programsize, len(data) - position, where)
         match = pattern.search(data, position)
+        spend.scan((len(data) if match is None else match.end()) - position, where)
         if match is None:
             return
         begin = match.start()

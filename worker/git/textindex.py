@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worker.git.grep import read_blobs
+from worker.git.grep import SEARCH_FILE_BYTES, iter_blobs
 from worker.git.objects import TREE_MODE
 
 if TYPE_CHECKING:
@@ -169,9 +169,9 @@ class TextIndex:
                 db.execute("DELETE FROM pages WHERE rowid = ?", (row[0],))
                 db.execute("DELETE FROM paths WHERE path = ?", (path,))
         added = [(path, oid) for path, oid in changes if oid is not None]
-        blobs = read_blobs(self.repo.path, [oid for _, oid in added])
+        blobs = iter_blobs(self.repo.path, [oid for _, oid in added], SEARCH_FILE_BYTES)
         for (path, _), data in zip(added, blobs, strict=True):
-            if b"\x00" in data[:BINARY_PROBE]:
+            if data is None or b"\x00" in data[:BINARY_PROBE]:
                 continue
             cursor = db.execute(
                 "INSERT INTO pages (path, body) VALUES (?, ?)", (path, data.decode("utf-8", "replace"))

@@ -388,22 +388,40 @@ class Batch(_Strict):
     dry_run: Annotated[bool, Field(description="check everything against the head, commit nothing")] = False
 
 
+class Costs(BaseModel):
+    """What one request may cost (``worker.engine.budget`` says how each is accounted): CPU seconds,
+    bytes of text scanned, one RE2 search's worst case (program size x bytes), RE2's memory, lines of one
+    markdown parse, bytes of one YAML front matter, YAML nodes and depth one front matter may expand to,
+    and bytes of answer. The defaults keep the worst request near 2 s of CPU and well under 64 MB."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu_seconds: float = 2.0
+    scan_bytes: int = 256 * 1024 * 1024
+    regex_work: int = 100_000_000
+    re2_max_mem: int = 8 * 1024 * 1024
+    parse_lines: int = 50_000
+    yaml_bytes: int = 64 * 1024
+    yaml_nodes: int = 100_000
+    yaml_depth: int = 64
+    output_bytes: int = 16 * 1024 * 1024
+
+
 class Limits(BaseModel):
     """Per-batch limits; over one is ``413``.
 
     ``max_edits`` and ``max_content_bytes`` bound the request (contract rule 10); ``max_file_bytes`` and
     ``max_output_bytes`` bound what the batch produces (one file, and all new content together), so a small
     request cannot ask a worker to build a huge result (a ``replace_all`` multiplies its input, a
-    ``replace_across`` or a rename with ``rewrite_links`` may touch every page). ``max_pattern_seconds``
-    bounds the CPU a batch's RE2 patterns may take in all: RE2 is linear per search, but a pattern such as
-    ``a.*b|a`` rescans the rest of a line for every match.
+    ``replace_across`` or a rename with ``rewrite_links`` may touch every page). ``costs`` bound the work a
+    batch may buy (CPU, bytes scanned, parser and matcher work): over them is ``BATCH_TOO_COSTLY``.
     """
 
     max_edits: int = 1000
     max_content_bytes: int = 8 * 1024 * 1024
     max_file_bytes: int = 8 * 1024 * 1024
     max_output_bytes: int = 64 * 1024 * 1024
-    max_pattern_seconds: float = 5.0
+    costs: Costs = Costs()
 
 
 def utf8(text: str, index: int | None, what: str = "content") -> bytes:

@@ -70,7 +70,9 @@ class LinkReads:
         if problem is not None:
             raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
         at = await self.reads.at(caller, wiki)
-        return await in_thread(lambda: self.collect(view(at.repo, at.commit), path, limit))
+        return await in_thread(
+            lambda: self.collect(view(at.repo, at.commit), path, limit), self.reads.settings.costs
+        )
 
     def collect(self, snapshot: Snapshot, path: str, limit: int) -> BacklinkList:
         """The backlinks answer for ``path`` in ``snapshot`` (the head; blocking)."""

@@ -22,9 +22,10 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from worker.engine.budget import Budget, OverBudget, active, current
 from worker.engine.markdown import outline
 from worker.engine.paths import path_problem
-from worker.errors import AccessDenied, BatchRejected, WikiExists, WikiqError
+from worker.errors import AccessDenied, BatchRejected, QueryTooCostly, WikiExists, WikiqError
 from worker.git import WIKI_ID, GitStore, WikiRepo
 from worker.git.snapshot import Snapshot
 from worker.jobs.records import iso
@@ -45,6 +46,7 @@ from worker.schema.answers import (
     WikiInfo,
     WikiList,
 )
+from worker.schema.edits import Costs
 from worker.service.caller import Principal
 from worker.settings import Settings
 
@@ -55,9 +57,18 @@ MAX_PAGES_READ = 100  # paths one read of many pages may name
 T = TypeVar("T")
 
 
-async def in_thread(work: Callable[[], T]) -> T:
-    """``work()`` in a worker thread (git reads block)."""
-    return await anyio.to_thread.run_sync(work)
+async def in_thread(work: Callable[[], T], costs: Costs | None = None) -> T:
+    """``work()`` in a worker thread (git reads block), under one budget of ``costs``
+    (``worker.engine.budget``): crossing it is ``QUERY_TOO_COSTLY``."""
+
+    def run() -> T:
+        with active(Budget(costs)):
+            try:
+                return work()
+            except OverBudget as over:
+                raise QueryTooCostly(over.message) from None
+
+    return await anyio.to_thread.run_sync(run)
 
 
 def encode_cursor(path: str) -> str:
@@ -126,10 +137,14 @@ def page_answer(path: str, version: str, data: bytes, commit: str | None, sectio
         size=len(data),
         commit=commit,
     )
+    spend = current()
+    spend.emit(len(page.content), f"reading {path!r}")
     if sections:
-        page.sections = (
-            [SectionInfo.model_validate(section.to_dict()) for section in outline(content)] if text else []
-        )
+        page.sections = []
+        for section in outline(content) if text else []:
+            info = section.to_dict()
+            spend.emit(len(info["path"]) + len(info["address"]) + len(info["heading"]) + 120, "the sections")
+            page.sections.append(SectionInfo.model_validate(info))
     return page
 
 
@@ -198,7 +213,7 @@ class Reads:
                 next_cursor=encode_cursor(page[-1].path) if more and page else None,
             )
 
-        return await in_thread(collect)
+        return await in_thread(collect, self.settings.costs)
 
     async def read_page(self, caller: Principal, wiki: str, path: str, sections: bool = False) -> Page:
         """One file at the head: content (UTF-8 text, or base64 for other bytes), version, size, commit;
@@ -220,7 +235,7 @@ class Reads:
                 raise _too_large(path, size, cap)
             return page_answer(path, version, snapshot.read(path), snapshot.commit, sections)
 
-        page = await in_thread(read)
+        page = await in_thread(read, self.settings.costs)
         if page is None:
             raise BatchRejected("NOT_FOUND", f"no file {path!r} at the head of {wiki!r}")
         return page
@@ -254,7 +269,7 @@ class Reads:
                 answer.pages.append(page)
             return answer
 
-        return await in_thread(read)
+        return await in_thread(read, self.settings.costs)
 
     def _one(self, repo: WikiRepo, snapshot: Snapshot, path: str, left: int, sections: bool) -> Page:
         _check_path(path)
@@ -322,6 +337,7 @@ class Reads:
                 prefix=prefix,
                 limit=limit + 1,
                 after=after,
+                max_file_bytes=self.settings.max_file_bytes,
             )
             matches = []
             for hit in hits[:limit]:
@@ -336,7 +352,7 @@ class Reads:
                 matches=matches, next_cursor=encode_search_cursor(last.path, last.line) if last else None
             )
 
-        return await in_thread(run)
+        return await in_thread(run, self.settings.costs)
 
 
 def view(repo: WikiRepo, commit: str | None) -> Snapshot:

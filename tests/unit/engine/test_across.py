@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from worker.engine import DictHead, Plan, check_static, preflight
 from worker.errors import BatchRejected
-from worker.schema.edits import Batch, Edit, Limits
+from worker.schema.edits import Batch, Costs, Edit, Limits
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 FILES = {
@@ -142,9 +142,19 @@ def test_all_output_together_is_bounded() -> None:
 
 
 def test_a_costly_pattern_is_stopped_by_its_cpu_budget() -> None:
-    """'a.*b|a' rescans the rest of the line per match: the batch's pattern budget stops it."""
+    """'a.*b|a' rescans the rest of the line per match: the batch's CPU budget stops it."""
     files = {"wiki/a.md": b"a" * 60_000}
     with pytest.raises(BatchRejected) as info:
-        run(across(pattern="a.*b|a", new="c"), limits=Limits(max_pattern_seconds=0.05), files=files)
-    assert (info.value.code, info.value.index) == ("BATCH_TOO_LARGE", 0)
+        run(across(pattern="a.*b|a", new="c"), limits=Limits(costs=Costs(cpu_seconds=0.05)), files=files)
+    assert (info.value.code, info.value.index) == ("BATCH_TOO_COSTLY", 0)
     assert "CPU" in info.value.message
+
+
+def test_a_pattern_whose_worst_case_is_over_the_budget_is_refused_before_it_runs() -> None:
+    """A counted repetition makes RE2's program large: over a big page its NFA could run for seconds, so
+    the search is refused before it starts, naming the page."""
+    files = {"wiki/a.md": b"ab" * 1_000_000}
+    with pytest.raises(BatchRejected) as info:
+        run(across(pattern="a[ab]{1000}c", new="c"), files=files)
+    assert (info.value.code, info.value.index) == ("BATCH_TOO_COSTLY", 0)
+    assert "'wiki/a.md'" in info.value.message and "RE2 instructions" in info.value.message

@@ -7,13 +7,13 @@
     sections     outline and the five section ops
     frontmatter  read_frontmatter, set_frontmatter (YAML, line-exact)
     patterns     count_and_replace with a literal or an RE2 pattern
-    bounds       TooLarge, OutOfBudget: a caller's bounds on size and time reached
+    bounds       TooLarge: a caller's bound on a result's size reached
 
 Everything works on ``str`` (the caller decodes UTF-8 and skips pages that are not) and keeps every byte
 it does not change. Refusals are ``worker.errors.BatchRejected`` carrying the failing edit's index.
 """
 
-from worker.engine.markdown.bounds import OutOfBudget, TooLarge
+from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.frontmatter import read_frontmatter, set_frontmatter
 from worker.engine.markdown.links import (
     Backlink,
@@ -46,7 +46,6 @@ __all__ = [
     "BrokenLink",
     "FileIndex",
     "Link",
-    "OutOfBudget",
     "Resolution",
     "Section",
     "TooLarge",

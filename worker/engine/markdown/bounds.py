@@ -1,8 +1,8 @@
-"""Bounds a caller may put on the toolkit's work: the exceptions raised when one is reached.
+"""The size bound a caller may put on the toolkit's results: the exception raised when it is reached.
 
-The toolkit itself has no limits (it is given a page and keeps every byte it does not change); the
-engine passes ``max_size`` and ``stop`` where one edit could build a huge result or run long, and turns
-these exceptions into its own refusals with the failing edit's index.
+The toolkit itself has no size limits (it is given a page and keeps every byte it does not change); the
+engine passes ``max_size`` where one edit could build a huge result, and turns ``TooLarge`` into its own
+refusal with the failing edit's index. The work a call may do is bounded by ``worker.engine.budget``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,3 @@ class TooLarge(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(f"the result would be at least {size} long")
         self.size = size
-
-
-class OutOfBudget(Exception):
-    """The caller's ``stop()`` said the work has taken too long; nothing was returned."""

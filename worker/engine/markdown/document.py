@@ -25,6 +25,8 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
+from worker.engine.budget import current
+
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _FM_OPEN = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
 _FM_CLOSE = re.compile(r"(?:---|\.\.\.)[ \t]*(?:\r\n|\r|\n)?")
@@ -107,12 +109,39 @@ def front_matter_span(lines: list[str] | tuple[str, ...]) -> tuple[int, int] | N
 
 
 def parse(text: str) -> Document:
-    """The block structure of ``text`` (cached: links and sections of one page share one parse)."""
-    return _parse(text)
+    """The block structure of ``text`` (cached for pages up to ``CACHE_CHARS``: links and sections of one
+    page share one parse). Charged to the budget in force (``budget.current``): a page of more lines than
+    it allows is ``OverBudget`` before markdown-it runs."""
+    spend = current()
+    lines = _line_count(text)
+    if lines > spend.costs.parse_lines:
+        spend.parse(lines, len(text), "a page")
+    if len(text) > CACHE_CHARS:
+        spend.parse(lines, len(text), "a page")
+        document = _read(text)
+    else:
+        hits = _cached.cache_info().hits
+        document = _cached(text)
+        if _cached.cache_info().hits == hits:
+            spend.parse(lines, len(text), "a page")
+    spend.check("parsing markdown")
+    return document
 
 
-@lru_cache(maxsize=64)
-def _parse(text: str) -> Document:
+def _line_count(text: str) -> int:
+    """How many lines ``split_lines`` cuts ``text`` into, at most (a CRLF counts twice)."""
+    return text.count("\n") + text.count("\r") + 1
+
+
+CACHE_CHARS = 256 * 1024  # longer pages are parsed anew each time, so the cache's memory stays small
+
+
+@lru_cache(maxsize=32)
+def _cached(text: str) -> Document:
+    return _read(text)
+
+
+def _read(text: str) -> Document:
     lines = tuple(split_lines(text))
     offsets: list[int] = []
     position = 0

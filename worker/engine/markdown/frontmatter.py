@@ -32,6 +32,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
+from worker.engine.budget import Budget, OverBudget, current
 from worker.engine.markdown.document import front_matter_span, line_ending, split_lines
 from worker.errors import BatchRejected
 
@@ -53,31 +54,56 @@ def _yaml() -> YAML:
 
 
 def plain(value: Any) -> Any:
-    """``value`` as loaded by ruamel.yaml, made JSON-like (dict, list, str, int, float, bool, None)."""
-    if isinstance(value, Mapping):
-        return {_plain_key(key): plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(item) for item in value]
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
+    """``value`` as loaded by ruamel.yaml, made JSON-like (dict, list, str, int, float, bool, None).
+
+    YAML aliases are expanded, so the result may be far larger than the text; it is built under the
+    budget in force: past ``yaml_nodes`` values or ``yaml_depth`` levels it is ``OverBudget`` (a chain
+    of aliases ``&a [*a, *a, ...]`` grows tenfold a level)."""
+    return _Expansion(current()).plain(value, 0)
+
+
+class _Expansion:
+    """One expansion of loaded YAML into plain values, counting nodes and depth against a budget."""
+
+    def __init__(self, spend: Budget) -> None:
+        self.spend = spend
+        self.nodes = 0
+
+    def plain(self, value: Any, depth: int) -> Any:
+        self.nodes += 1
+        costs = self.spend.costs
+        if self.nodes > costs.yaml_nodes or depth > costs.yaml_depth:
+            raise OverBudget(
+                f"the front matter expands to over {costs.yaml_nodes} values or {costs.yaml_depth} levels "
+                "(YAML aliases repeat what they point to); write the values out, or remove the aliases"
+            )
+        if not self.nodes % 4096:
+            self.spend.check("reading the front matter")
+        if isinstance(value, Mapping):
+            return {self.key(key, depth): self.plain(item, depth + 1) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.plain(item, depth + 1) for item in value]
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value)
+        if isinstance(value, str):
+            return str(value)
+        if isinstance(value, datetime.date | datetime.datetime):
+            return value.isoformat()
         return str(value)
-    if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
-    return str(value)
 
-
-def _plain_key(key: Any) -> str:
-    if isinstance(key, str):
-        return str(key)
-    return json.dumps(plain(key)) if isinstance(key, bool) or key is None else str(plain(key))
+    def key(self, key: Any, depth: int) -> str:
+        if isinstance(key, str):
+            return str(key)
+        value = self.plain(key, depth + 1)
+        return json.dumps(value) if isinstance(key, bool) or key is None else str(value)
 
 
 def _load(source: str, index: int | None) -> CommentedMap:
+    current().yaml(len(source.encode()), "the page")
     try:
         data = _yaml().load(source)
     except Exception as error:  # ruamel raises YAMLError, but also ValueError on a bad date and others
@@ -212,6 +238,7 @@ def set_frontmatter(
 
 
 def _holds(block: str, expected: dict[str, Any]) -> bool:
+    current().yaml(len(block.encode()), "the new front matter")
     try:
         found = _yaml().load(block)
     except Exception:

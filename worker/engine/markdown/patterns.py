@@ -12,19 +12,22 @@ are the whole match; ``\\\\`` is one backslash, ``\\n``, ``\\r`` and ``\\t`` a l
 return and tab. Any other backslash, or a group the pattern does not have, is ``PATTERN_INVALID``. A
 group that took no part in the match gives the empty string. With a literal ``old``, ``new`` is literal.
 
-Cost: each search is linear in the text; a pattern whose leftmost match is short but which must look to
-the end of the text to rule out a longer alternative (``a.*b|a`` over many ``a``) costs a scan of the rest
-of the text per match, as with every automaton engine — bound the text (a page) the caller gives it.
+Cost: each search is linear in the text, but the factor is the pattern's program size when RE2's DFA
+gives way to its NFA (``a[ab]{1000}c`` over text of ``a`` and ``b``), and a pattern whose leftmost match
+is short but which must look to the end of the text to rule out a longer alternative (``a.*b|a``) costs a
+scan of the rest of the text per match. So every search is charged to the budget in force before it
+starts (program size x bytes, ``budget.Budget.regex``) and the CPU time is checked after every match.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import re2
 
-from worker.engine.markdown.bounds import OutOfBudget, TooLarge
+from worker.engine.budget import Budget, current
+from worker.engine.markdown.bounds import TooLarge
 from worker.errors import BatchRejected
 
 _ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
@@ -33,11 +36,13 @@ Template = list[str | int]
 
 
 def compile_pattern(pattern: str, index: int | None = None) -> Any:
-    """The compiled RE2 ``pattern``, or ``PATTERN_INVALID`` with RE2's reason."""
+    """The compiled RE2 ``pattern``, or ``PATTERN_INVALID`` with RE2's reason (a pattern too large for
+    the budget's ``re2_max_mem`` is one)."""
     if not pattern:
         raise BatchRejected("PATTERN_INVALID", "the pattern is empty", index)
     options = re2.Options()
     options.log_errors = False  # the reason goes to the caller, not to the worker's stderr
+    options.max_mem = current().costs.re2_max_mem
     try:
         return re2.compile(pattern, options)
     except re2.error as error:
@@ -114,19 +119,21 @@ def count_and_replace(
     pattern: str | None = None,
     index: int | None = None,
     max_size: int | None = None,
-    stop: Callable[[], bool] | None = None,
+    where: str = "the page",
 ) -> tuple[str, int]:
     """``text`` with every occurrence of ``old`` (exact text) or match of ``pattern`` (RE2) replaced by
     ``new``, and how many there were (0: ``text`` unchanged).
 
-    Bounds (``bounds``): with ``max_size``, ``TooLarge`` when the result would be over that many UTF-8
-    bytes (checked before a literal replacement is built, and as a pattern's result grows); with ``stop``,
-    ``OutOfBudget`` as soon as ``stop()`` is true, asked after every match of a pattern."""
+    Bounds: with ``max_size``, ``TooLarge`` (``bounds``) when the result would be over that many UTF-8
+    bytes (checked before a literal replacement is built, and as a pattern's result grows); the work is
+    charged to the budget in force (``budget.current``), ``OverBudget`` naming ``where`` when it is
+    spent: before each search of a pattern, and after every match."""
     if (old is None) == (pattern is None):
         raise BatchRejected("INVALID_BATCH", "give exactly one of 'old' and 'pattern'", index)
     if old is not None:
         if not old:
             raise BatchRejected("INVALID_BATCH", "'old' must not be empty", index)
+        current().scan(len(text), where)
         count = text.count(old)
         if count and max_size is not None:
             size = len(text.encode()) + count * (len(new.encode()) - len(old.encode()))
@@ -144,9 +151,9 @@ def count_and_replace(
     copied = 0
     count = 0
     size = len(data)
-    for match in _matches(regex, data):
-        if stop is not None and stop():
-            raise OutOfBudget()
+    spend = current()
+    for match in _matches(regex, data, spend, where):
+        spend.check(where)
         start, end = match.span()
         pieces.append(data[copied:start])
         size -= end - start
@@ -164,13 +171,16 @@ def count_and_replace(
     return b"".join(pieces).decode(), count
 
 
-def _matches(regex: Any, data: bytes) -> Iterator[Any]:
+def _matches(regex: Any, data: bytes, spend: Budget, where: str) -> Iterator[Any]:
     """The successive non-overlapping matches of ``regex`` in ``data``; an empty match right where the
-    previous match ended is skipped (Go's and RE2's global-replace rule)."""
+    previous match ended is skipped (Go's and RE2's global-replace rule). Each search is charged to
+    ``spend`` before it runs."""
     position = 0
     previous_end = -1
     while position <= len(data):
+        spend.regex(regex.programsize, len(data) - position, where)
         match = regex.search(data, position)
+        spend.scan((len(data) if match is None else match.end()) - position, where)
         if match is None:
             return
         start, end = match.span()
