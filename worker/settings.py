@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     max_body_bytes: Annotated[int, Field(ge=1024)] = 12 * 1024 * 1024
     max_queued_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
     job_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
-    dry_run_retention_seconds: Annotated[int, Field(ge=60)] = 3600
+    dry_run_retention_seconds: Annotated[int, Field(ge=60)] = 600
     redeliver_interval_seconds: Annotated[int, Field(ge=0)] = 10
     mcp_max_concurrent: Annotated[int, Field(ge=1)] = 16
     lease_seconds: Annotated[float, Field(gt=0.5, le=120)] = 5.0

@@ -402,6 +402,10 @@ class JobStore:
         raw = await self.redis.get(self.key(job_id))
         return None if raw is None else JobRecord.model_validate_json(raw)
 
+    async def expire_soon(self, job_id: str, seconds: int) -> None:
+        """Let the record of ``job_id`` live at most ``seconds`` more (never longer than it would)."""
+        await self.redis.expire(self.key(job_id), seconds, lt=True)
+
     async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
         """Apply ``change`` to the record atomically; ``change`` returns None to leave it as it is.
 

@@ -26,6 +26,7 @@ from worker.service.ratelimit import check_rate, once_per
 from worker.settings import Settings
 
 MAX_WAIT = 60.0
+DRY_RUN_FETCHED_SECONDS = 60  # a finished dry run read by its submitter is kept this long more, not its full time
 RECHECK = 5.0  # a long-poll re-reads the record this often even without a wake-up (a lost pub/sub message)
 
 
@@ -73,6 +74,9 @@ class Jobs:
     async def get(self, caller: Principal, job_id: str, wait: float = 0) -> Job:
         """The job; with ``wait`` it answers as soon as the job is finished, or after ``wait`` (≤ 60) s.
 
+        A finished dry run read by its submitter is kept only ``DRY_RUN_FETCHED_SECONDS`` more (its result
+        is meant to be read once; a repeated poll within that time still finds it).
+
         The wait is woken by the finish message on ``wikiq:events``; the record is re-read on every wake-up
         and at least every ``RECHECK`` seconds, so a message lost in a Redis outage costs latency, not the
         answer.
@@ -84,6 +88,8 @@ class Jobs:
                 finished.clear()  # before the read: a finish published after it still wakes the wait below
                 record = await self.visible(caller, job_id)
                 left = deadline - loop.time()
+                if record.status in FINISHED and record.dry_run and caller.id == record.submitter:
+                    await self.records.expire_soon(job_id, DRY_RUN_FETCHED_SECONDS)
                 if record.status in FINISHED or left <= 0:
                     return record.public(reveals(caller, record))
                 with contextlib.suppress(TimeoutError):
