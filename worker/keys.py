@@ -44,6 +44,13 @@ def queued(principal_id: str) -> tuple[str, str]:
     return f"wikiq:queued:{digest}", f"wikiq:queued-bytes:{digest}"
 
 
+def kept(principal_id: str) -> tuple[str, str]:
+    """A principal's finished dry runs whose results Redis still keeps (sorted set: job id by expiry ms)
+    and their sizes (hash: job id -> bytes); the sizes count in the queued-bytes total."""
+    digest = _digest(principal_id)
+    return f"wikiq:kept:{digest}", f"wikiq:kept-bytes:{digest}"
+
+
 def queue(partition: int) -> str:
     """The arq queue of a partition."""
     return f"wikiq:queue:{partition}"

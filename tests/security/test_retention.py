@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 import redis as redis_sync
 
 from tests.e2e.service import Service
-from tests.security.conftest import as_
+from tests.security.conftest import as_, deployment, fsck_every_wiki
 
 MIB = 1024 * 1024
 
@@ -100,3 +103,37 @@ def test_queued_bytes_per_principal_are_capped(stalled: Service) -> None:
         for job in (second, fourth):
             assert dave.delete(f"/v1/jobs/{job.json()['job_id']}").status_code == 200
         assert carol.delete(f"/v1/jobs/{carol_job.json()['job_id']}").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A deployment with a worker and 300 000 queued bytes allowed per principal."""
+    service = deployment(tmp_path_factory.mktemp("capped"), workers=1, WIKIQ_MAX_QUEUED_BYTES="300000")
+    yield service
+    service.stop()
+    fsck_every_wiki(service)
+
+
+def test_kept_dry_run_results_count_against_the_queued_bytes(capped: Service) -> None:
+    """Dry runs whose results Redis keeps (diffs of ~80 KB each, read only by another principal) fill the
+    submitter's queued-bytes allowance: the next submission is 429 naming the kept results, while another
+    principal may still submit."""
+    page = "".join(f"line {n} of a page with a long diff\n" for n in range(2500))
+    batch = {
+        "message": "dry",
+        "dry_run": True,
+        "edits": [{"op": "create", "path": "wiki/k.md", "content": page}],
+    }
+    with as_(capped, "dave") as dave, as_(capped, "reader") as reader, as_(capped, "carol") as carol:
+        refused = None
+        for _ in range(6):
+            answer = dave.post("/v1/wikis/sec/batches", json=batch)
+            if answer.status_code != 202:
+                refused = answer
+                break
+            job = reader.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
+            assert job["status"] == "succeeded" and len(job["result"]["diff"][0]["diff"]) > 80_000
+        assert refused is not None and refused.status_code == 429, "kept results were not counted"
+        assert "dry-run results" in refused.json()["error"]["message"]
+        other = {**batch, "edits": [{**batch["edits"][0], "path": "wiki/team-a/k.md"}]}
+        assert carol.post("/v1/wikis/sec/batches", json=other).status_code == 202

@@ -192,14 +192,23 @@ def _check_durability(replies: list[Any], durability: str, timeout_s: float) -> 
 # A submission in one step: the idempotency guard, the submitter's queued bytes, the job record and its
 # wiki's index, arq's job entry and queue entry (unless arq has the job already), the doorbell.
 # KEYS: 1 record, 2 wiki index, 3 idempotency key (or the record's again), 4 queued-bytes table, 5 their
-#       total, 6 arq job entry, 7 arq result, 8 arq queue, 9 doorbell
+#       total, 6 arq job entry, 7 arq result, 8 arq queue, 9 doorbell, 10 kept results, 11 their sizes
 # ARGV: 1 record body, 2 submitted ms, 3 index cutoff, 4 bound value ('' = no key), 5 retention s, 6 job id,
 #       7 queued bytes ('' = no cap), 8 cap, 9 arq entry, 10 arq entry ttl ms, 11 queue score
 # Returns -1 accepted; -2 the idempotency key no longer names this job; >= 0 the bytes the submitter
-# already has queued, over the cap. Nothing is written unless -1.
+# already has queued or kept, over the cap. Nothing is written unless -1, but the bytes of kept dry-run
+# results that expired are given back first (``JobStore.keep``).
 _ACCEPT = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return -2 end
 if ARGV[7] ~= '' then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', ARGV[2], 'LIMIT', 0, 100)) do
+    local size = redis.call('HGET', KEYS[11], id)
+    if size then
+      redis.call('HDEL', KEYS[11], id)
+      if redis.call('DECRBY', KEYS[5], size) < 0 then redis.call('SET', KEYS[5], 0, 'KEEPTTL') end
+    end
+    redis.call('ZREM', KEYS[10], id)
+  end
   local held = tonumber(redis.call('GET', KEYS[5]) or '0')
   local size = tonumber(ARGV[7])
   if held + size > tonumber(ARGV[8]) then return held end
@@ -292,6 +301,7 @@ async def accept_job(
         result,
         queue_name(partition),
         bell_key(partition),
+        *keys.kept(record.submitter),
     ]
     args: list[Any] = [
         record.model_dump_json(exclude_defaults=True),

@@ -330,6 +330,19 @@ end
 return 1
 """
 IDEMPOTENCY_SECONDS = 24 * 3600
+# count kept dry-run results in their submitter's queued bytes (``JobStore.keep``). KEYS: 1 the kept set,
+# 2 the kept sizes, 3 the queued total. ARGV: 1 ttl s of the set, then 3 per job: id, size, expiry ms
+_KEEP = """
+for i = 2, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('INCRBY', KEYS[3], ARGV[i + 1])
+  end
+  redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
 
 
 class JobStore:
@@ -350,6 +363,7 @@ class JobStore:
         self._finish_many = redis.register_script(_FINISH_MANY)
         self._note_first = redis.register_script(_NOTE_FIRST)
         self._take_over = redis.register_script(_TAKE_OVER)
+        self._keep = redis.register_script(_KEEP)
 
     @staticmethod
     def key(job_id: str) -> str:
@@ -402,9 +416,27 @@ class JobStore:
         raw = await self.redis.get(self.key(job_id))
         return None if raw is None else JobRecord.model_validate_json(raw)
 
-    async def expire_soon(self, job_id: str, seconds: int) -> None:
-        """Let the record of ``job_id`` live at most ``seconds`` more (never longer than it would)."""
-        await self.redis.expire(self.key(job_id), seconds, lt=True)
+    async def expire_soon(self, record: JobRecord, seconds: int) -> None:
+        """Let the finished record live at most ``seconds`` more (never longer than it would), and count its
+        kept bytes only that long."""
+        await self.redis.expire(self.key(record.job_id), seconds, lt=True)
+        if record.dry_run and record.submitter:
+            kept, _ = keys.kept(record.submitter)
+            await self.redis.zadd(kept, {record.job_id: now_ms() + seconds * 1000}, xx=True, lt=True)
+
+    async def keep(self, records: Sequence[tuple[JobRecord, int]]) -> None:
+        """Count each just-finished dry run's stored size (``(record, size)``) in its submitter's queued
+        bytes until its record expires: what a principal's results keep in Redis is bounded with what it
+        has waiting (``max_queued_bytes``). The submission script gives them back once they expired."""
+        by_submitter: dict[str, list[str | int]] = {}
+        expiry = now_ms() + self.dry_run_retention * 1000
+        for record, size in records:
+            if record.dry_run and record.submitter:
+                by_submitter.setdefault(record.submitter, []).extend([record.job_id, size, expiry])
+        for submitter, entries in by_submitter.items():
+            kept, sizes = keys.kept(submitter)
+            total = self.queued_keys(submitter)[1]
+            await self._keep(keys=[kept, sizes, total], args=[self.dry_run_retention + 60, *entries])
 
     async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
         """Apply ``change`` to the record atomically; ``change`` returns None to leave it as it is.
@@ -435,6 +467,8 @@ class JobStore:
             table, total = self.queued_keys(changed.submitter)
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
             if await self._swap(keys=[key, table, total], args=[raw, body, channel, job_id, ttl, release]):
+                if release and changed.dry_run:
+                    await self.keep([(changed, len(body))])
                 return changed, body.encode()
 
     def _changed(self, current: JobRecord, changed: JobRecord) -> tuple[str, str, str]:
@@ -489,8 +523,9 @@ class JobStore:
             dequeue = "1" if item.dequeue else ""
             args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
             args.append(item.hook_defer_ms)
-        done = await self._finish_many(keys=names, args=args)
-        return [bool(flag) for flag in done]
+        done = [bool(flag) for flag in await self._finish_many(keys=names, args=args)]
+        await self.keep([(item.record, len(item.body)) for item, ok in zip(items, done, strict=True) if ok])
+        return done
 
     async def note_first_attempts(self, items: Sequence[FirstAttempt]) -> list[bool]:
         """Record first webhook attempts in one script (one round trip), each only if its record still

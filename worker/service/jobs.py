@@ -26,7 +26,9 @@ from worker.service.ratelimit import check_rate, once_per
 from worker.settings import Settings
 
 MAX_WAIT = 60.0
-DRY_RUN_FETCHED_SECONDS = 60  # a finished dry run read by its submitter is kept this long more, not its full time
+DRY_RUN_FETCHED_SECONDS = (
+    60  # a finished dry run read by its submitter is kept this long more, not its full time
+)
 RECHECK = 5.0  # a long-poll re-reads the record this often even without a wake-up (a lost pub/sub message)
 
 
@@ -89,7 +91,7 @@ class Jobs:
                 record = await self.visible(caller, job_id)
                 left = deadline - loop.time()
                 if record.status in FINISHED and record.dry_run and caller.id == record.submitter:
-                    await self.records.expire_soon(job_id, DRY_RUN_FETCHED_SECONDS)
+                    await self.records.expire_soon(record, DRY_RUN_FETCHED_SECONDS)
                 if record.status in FINISHED or left <= 0:
                     return record.public(reveals(caller, record))
                 with contextlib.suppress(TimeoutError):

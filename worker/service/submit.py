@@ -3,9 +3,10 @@
 In order: the caller's write right on the wiki (404 if it may not read it, 403 otherwise), its rate limit,
 the batch's static checks (limits, paths, zones, encodings), the caller's path prefixes, the webhook URL
 (a configured secret, and no private address unless allowed), the idempotency key, the caller's queued
-bytes, the record, the arq job and the partition's doorbell, the last four in one atomic Lua script sent in
-one round trip with the durability wait (``worker.jobs.queue.accept_job``). If that call fails, the record,
-the idempotency key and the queued bytes are given back, so a refused submission leaves nothing behind.
+bytes (its batches still waiting, plus the dry-run results Redis still keeps for it), the record, the arq
+job and the partition's doorbell, the last four in one atomic Lua script sent in one round trip with the
+durability wait (``worker.jobs.queue.accept_job``). If that call fails, the record, the idempotency key
+and the queued bytes are given back, so a refused submission leaves nothing behind.
 
 Only once Redis confirms the job durable (``WIKIQ_ACCEPT_DURABILITY``: fsynced in its append-only file,
 and on a replica with ``replica``; ``worker.jobs.queue.ring_durably``) is the submission answered. When
@@ -153,8 +154,9 @@ class Submissions:
             if idempotency_key is not None:
                 await self.jobs.release_idempotency(scope, idempotency_key)
             raise RateLimited(
-                f"{outcome} bytes of your batches are still waiting (the limit is {cap}); wait for some "
-                "to finish, then submit again",
+                f"{outcome} bytes of your batches are still waiting or kept as dry-run results (the limit "
+                f"is {cap}); wait for some to finish (read your dry runs: a read result is dropped within "
+                "a minute), then submit again",
                 retry_after=1,
             )
         job_accepted(self.redis, record)
