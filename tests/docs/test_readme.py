@@ -95,7 +95,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     assert marked_blocks()["start"].split() == ["make", "run"]
     data = tmp_path_factory.mktemp("readme") / "data"
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WIKIQ_")}
+    # a make of its own: not a child of the make that may run the tests (its flags and jobserver)
+    ours = ("WIKIQ_", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
     # -o: the install stamp is not rebuilt (this interpreter's environment is the one under test)
     command = ["make", "-s", "-o", ".venv/.installed", "run", f"BIN={BIN}"]
     command.append(f"ARGS=--port {port} --data-dir {data}")
