@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# ARGS go to wikiq dev, e.g. make run ARGS="--port 9000 --data-dir /tmp/wikiq"
 run: $(STAMP)
-	$(BIN)/wikiq dev
+	$(BIN)/wikiq dev $(ARGS)
 
 # The browser test needs Debian's chromium: installed here when we are root on Debian, else it is skipped.
 test: $(STAMP)

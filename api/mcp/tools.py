@@ -17,6 +17,7 @@ server's own (``build_server`` is given them from the settings).
 # No ``from __future__ import annotations``: the tools' parameter types are built from the limits given to
 # ``build_server`` and must be evaluated where they are defined.
 
+import importlib.metadata
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -393,7 +394,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     """An MCP server whose tools call the backend ``backend_for`` gives for each call; ``limits`` are
     the server's batch limits (stated in the descriptions and the edits schema)."""
     server: MCPServer = WikiqServer(
-        "wikiq", instructions=INSTRUCTIONS, version="0.2.0", log_level="WARNING", lifespan=lifespan
+        "wikiq",
+        instructions=INSTRUCTIONS,
+        version=importlib.metadata.version("wikiq"),
+        log_level="WARNING",
+        lifespan=lifespan,
     )
     sizes: dict[str, str] = {
         "max_edits": str(limits.max_edits),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import tempfile
@@ -77,7 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(
         title="wikiq",
-        version="0.2.0",
+        version=importlib.metadata.version("wikiq"),
         description="Atomic batches of edits to git-backed markdown wikis, applied through a job queue.",
         lifespan=lifespan,
     )

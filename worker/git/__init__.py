@@ -7,9 +7,13 @@ refs         reading main, the durable CAS swap under main.lock
 snapshot     the process-wide tree caches and the engine's view of a commit
 rollup       which small packs a commit's pack absorbs (the bound on packs per wiki)
 repo         one repository: reads, commits
+grep         git grep and git cat-file --batch over one tree: which files mention a text, many blobs at once
+search       searching a commit's pages: literal text, RE2 patterns
+textindex    a repository's SQLite FTS5 trigram index: literal search reads only the pages that may match
 maintenance  background git repacks and prunes, one at a time per process
 store        every wiki under <data>/wikis
 policy       a wiki's zone policy override file
+remote/      wikis kept in a branch of a git remote: the remotes file, credentials, git transport
 """
 
 from __future__ import annotations
