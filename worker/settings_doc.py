@@ -83,8 +83,30 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "max_batch_output_bytes": "New content one batch may produce in all (a `replace_all` or a "
             "`replace_across` multiplies its input).",
             "max_body_bytes": "Request body limit, enforced before the body is read.",
-            "max_queued_bytes": "Batch bodies one principal may have waiting in the queue "
-            "(`429 RATE_LIMITED`; a single batch over it is `413`); `0` turns the cap off.",
+            "max_queued_bytes": "Batch bodies one principal may have waiting in the queue, plus the "
+            "dry-run results Redis still keeps for it (`429 RATE_LIMITED`; a single batch over it is `413`); "
+            "`0` turns the cap off.",
+        },
+    ),
+    (
+        "What one request may cost",
+        {
+            "cost_cpu_seconds": "CPU seconds one batch's check (and a dry run's review) or one read may "
+            "spend; then `BATCH_TOO_COSTLY` (a dry run's review stops with a `TRUNCATED` warning) or "
+            "`QUERY_TOO_COSTLY`.",
+            "cost_scan_bytes": "Bytes of text one request may hand to RE2, the markdown parser and the YAML "
+            "parser in all.",
+            "cost_regex_work": "One RE2 search's worst case, program size times the bytes it scans: a "
+            "search past it is refused before it runs (RE2's fallback automaton costs about 10 ns per byte "
+            "and instruction).",
+            "cost_re2_max_mem": "Memory RE2 may use for one compiled pattern; a pattern needing more is "
+            "`PATTERN_INVALID`.",
+            "cost_parse_lines": "Lines of a page the markdown parser takes at once; a longer page's links "
+            "and sections are not read or edited.",
+            "cost_yaml_bytes": "Bytes of one YAML front matter block the parser takes.",
+            "cost_yaml_nodes": "Values one front matter may expand to, aliases repeated.",
+            "cost_yaml_depth": "Levels of nesting one front matter may expand to.",
+            "cost_output_bytes": "Bytes one read's answer may carry (a page, its sections).",
         },
     ),
     (
@@ -92,7 +114,8 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
         {
             "job_retention_seconds": "How long job records are kept (without their batch bodies once "
             "finished).",
-            "dry_run_retention_seconds": "How long a dry run's record, with its diff, is kept.",
+            "dry_run_retention_seconds": "How long a dry run's record, with its diff, is kept; a minute "
+            "more once its submitter has read it, if that is sooner.",
         },
     ),
     (
