@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
 
 from worker.schema.edits import Costs
 
 _MB = 1024 * 1024
+T = TypeVar("T")
 
-__all__ = ["Budget", "Costs", "OverBudget", "active", "current"]
+__all__ = ["Budget", "Costs", "OverBudget", "Ticker", "active", "checked", "current"]
 
 
 class OverBudget(Exception):
@@ -152,3 +154,31 @@ def current() -> Budget:
     """The budget in force, or a fresh default one when none is (so no call is ever unbounded)."""
     found = _ACTIVE.get()
     return found if found is not None else Budget()
+
+
+def checked(items: Iterable[T], where: str, every: int = 256) -> Iterator[T]:
+    """``items``, with the CPU time of the budget in force checked every ``every`` of them: a loop over
+    many links, lines or pages is a safe point to stop at."""
+    spend = current()
+    for number, item in enumerate(items, 1):
+        if not number % every:
+            spend.check(where)
+        yield item
+
+
+class Ticker:
+    """A loop's safe point: ``tick()`` on every step checks the CPU time of the budget in force once in
+    ``every`` steps (a loop over one huge line has no better place to stop)."""
+
+    def __init__(self, where: str, every: int = 1024) -> None:
+        self.spend = current()
+        self.where = where
+        self.every = every
+        self.left = every
+
+    def tick(self) -> None:
+        """One step of the loop."""
+        self.left -= 1
+        if not self.left:
+            self.left = self.every
+            self.spend.check(self.where)

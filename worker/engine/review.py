@@ -28,7 +28,7 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from worker.engine.budget import Budget, OverBudget, active, current
+from worker.engine.budget import Budget, OverBudget, active, checked, current
 from worker.engine.markdown import FileIndex, broken_links, find_links, resolve
 from worker.engine.mentions import is_page, link_needles
 from worker.engine.paths import ZonePolicy
@@ -239,7 +239,7 @@ def _unindexed(result: _Result, policy: ZonePolicy) -> list[BatchWarning]:
     if not made:
         return []
     files = FileIndex(result.after)
-    linked = {resolve(link, INDEX, files) for link in find_links(index_text)}
+    linked = {resolve(link, INDEX, files) for link in checked(find_links(index_text), "checking index.md")}
     return [
         BatchWarning(
             "NOT_IN_INDEX",

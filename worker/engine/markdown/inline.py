@@ -27,6 +27,8 @@ import re
 import string
 from dataclasses import dataclass
 
+from worker.engine.budget import Ticker
+
 PUNCTUATION = frozenset(string.punctuation)
 _MAX_NESTING = 32
 # The only characters the scans act on; everything between them is skipped in one regex search.
@@ -115,7 +117,9 @@ class _Scanner:
         closing: dict[int, int] = {}
         opened: list[int] = []
         position = start
+        ticker = Ticker("reading links")
         while position < end:
+            ticker.tick()
             next_char = _BRACKETS.search(text, position, end)
             if next_char is None:
                 break
@@ -140,7 +144,9 @@ class _Scanner:
         # A markdown link's label is scanned for nested links (an image inside a link); on reaching the
         # label's ``]``, scanning jumps past the link's ``(destination)``.
         resume: dict[int, int] = {}
+        ticker = Ticker("reading links")
         while position < end:
+            ticker.tick()
             if position in resume:
                 position = resume.pop(position)
                 continue

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from worker.engine.budget import checked
 from worker.engine.markdown.document import parse, strip_ending
 from worker.engine.markdown.inline import PUNCTUATION, RawLink, scan_definition, scan_links
 
@@ -194,7 +195,7 @@ def find_links(text: str) -> list[Link]:
     """Every link of the page ``text`` outside code, in source order (see the module docstring)."""
     doc = parse(text)
     raws: list[RawLink] = []
-    for start_line, end_line in doc.inlines:
+    for start_line, end_line in checked(doc.inlines, "reading links", every=64):
         start = doc.offsets[start_line]
         end = doc.offsets[end_line] if end_line < len(doc.lines) else len(text)
         raws.extend(scan_links(text, start, end))
@@ -204,7 +205,7 @@ def find_links(text: str) -> list[Link]:
         if found is not None:
             raws.append(found)
     raws.sort(key=lambda raw: raw.start)
-    return [_link(text, raw, doc.line_at(raw.start) + 1) for raw in raws]
+    return [_link(text, raw, doc.line_at(raw.start) + 1) for raw in checked(raws, "reading links")]
 
 
 def _link(text: str, raw: RawLink, line: int) -> Link:
@@ -329,7 +330,7 @@ def backlinks(target_path: str, pages: Mapping[str, str], files: Files) -> list[
     index = FileIndex.of(files)
     found: list[Backlink] = []
     for path in sorted(pages):
-        for link in find_links(pages[path]):
+        for link in checked(find_links(pages[path]), "finding backlinks"):
             if resolve_target(link, path, index).path == target_path:
                 found.append(Backlink(path, link.line, link.text))
     return found
@@ -339,7 +340,7 @@ def broken_links(from_path: str, text: str, files: Files) -> list[BrokenLink]:
     """The page links of ``text`` (the page at ``from_path``) that resolve to no file, in order."""
     index = FileIndex.of(files)
     broken: list[BrokenLink] = []
-    for link in find_links(text):
+    for link in checked(find_links(text), "checking links"):
         resolution = resolve_target(link, from_path, index)
         if link.is_page_link and resolution.path is None:
             broken.append(BrokenLink(link, resolution))

@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
+from worker.engine.budget import checked
 from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.links import (
     FileIndex,
@@ -73,7 +74,7 @@ def rewrite_links(
     position = 0
     count = 0
     size = len(text)
-    for link in find_links(text):
+    for link in checked(find_links(text), "rewriting links"):
         if not link.is_page_link:
             continue
         old = resolve_target(link, path, before).path
