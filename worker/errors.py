@@ -30,6 +30,8 @@ CODES = frozenset(
         "BATCH_TOO_LARGE",
         "BATCH_TOO_COSTLY",
         "QUERY_TOO_COSTLY",
+        "PLAN_STALE",
+        "PLAN_NOT_FOUND",
         "INVALID_PATH",
         "ZONE_FORBIDDEN",
         "PROTECTED_PATH",

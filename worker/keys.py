@@ -51,6 +51,11 @@ def kept(principal_id: str) -> tuple[str, str]:
     return f"wikiq:kept:{digest}", f"wikiq:kept-bytes:{digest}"
 
 
+def plan_used(job_id: str) -> str:
+    """Set once the plan of dry run ``job_id`` was submitted: a plan commits once."""
+    return f"wikiq:plan-used:{job_id}"
+
+
 def queue(partition: int) -> str:
     """The arq queue of a partition."""
     return f"wikiq:queue:{partition}"

@@ -129,6 +129,9 @@ HINTS = {
     "BATCH_TOO_LARGE": "Split the work into smaller batches (or narrow a replace_across prefix or pattern).",
     "BATCH_TOO_COSTLY": "The batch would cost more work than one batch may buy (the message says which): "
     "split it, narrow a replace_across prefix, or use a simpler pattern or a literal old.",
+    "PLAN_STALE": "The wiki changed since the plan was checked: run check_batch again, commit its new plan.",
+    "PLAN_NOT_FOUND": "The plan is unknown, expired (10 minutes), already committed or not yours: run "
+    "check_batch again.",
     "QUERY_TOO_COSTLY": "The read would cost more work than one request may buy (the message says which): "
     "narrow it (a prefix, fewer pages, a literal query instead of a pattern).",
     "BATCH_EMPTY": "Give at least one edit.",
@@ -332,14 +335,13 @@ def _size(value: int) -> str:
 
 BATCH_ERRORS = """\
 Errors (nothing is written; index names the failing edit; the hint says what to do): VERSION_MISMATCH, \
-VERSION_REQUIRED: read the page again and redo that edit; OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH: \
+VERSION_REQUIRED: read the page again, redo that edit; OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH: \
 copy a longer `old` from read_page raw=true, fix the count; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: use an \
 address from page_outline; NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: check list_pages; ZONE_FORBIDDEN, \
 PROTECTED_PATH, INVALID_PATH: use a path the zones allow; FRONTMATTER_INVALID, PATTERN_INVALID, \
 INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY: \
-split or simplify; \
-WIKI_NOT_FOUND: see list_wikis; IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED: wait, \
-retry once; INTERNAL: retry once, then tell the user."""
+split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND: list_wikis; IDEMPOTENCY_CONFLICT: new key; \
+FORBIDDEN: ask the user; RATE_LIMITED: wait, retry; INTERNAL: retry once, then tell them."""
 
 WRITE_BATCH = """\
 Apply typed edits to a wiki as ONE git commit on main: all of them, or none.

@@ -25,6 +25,7 @@ STATUS = {
     "BATCH_TOO_COSTLY": 413,
     "WIKI_NOT_FOUND": 404,
     "JOB_NOT_FOUND": 404,
+    "PLAN_NOT_FOUND": 404,
     "NOT_FOUND": 404,
     "WIKI_EXISTS": 409,
     "NOT_CANCELLABLE": 409,
@@ -48,7 +49,7 @@ _DOC = {
     400: "malformed request",
     401: "missing or unknown bearer token (UNAUTHORIZED)",
     403: "the token does not allow this (FORBIDDEN)",
-    404: "no such wiki, page, job or route (the same answer when the caller may not read it)",
+    404: "no such wiki, page, job, plan or route (the same answer when the caller may not read it)",
     405: "method not allowed",
     409: "conflict (WIKI_EXISTS, NOT_CANCELLABLE)",
     413: "over a limit (TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY)",
@@ -92,6 +93,8 @@ def _validation_code(exc: RequestValidationError) -> str:
 def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
     first = exc.errors()[0] if exc.errors() else {}
     loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    if loc and loc[0] in ("batch", "plan"):  # the submission's tag (a batch or a plan): drop it
+        loc = loc[1:]
     index = None
     if len(loc) >= 2 and loc[0] == "edits" and loc[1].isdigit():
         index = int(loc[1])

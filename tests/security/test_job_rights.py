@@ -87,3 +87,21 @@ def test_webhook_urls_are_redacted_for_other_readers(secured: Service, receiver:
         assert "capability-456" not in reader.get("/v1/wikis/sec/jobs").text
         assert dave.get(f"/v1/jobs/{job_id}").json()["webhook"]["url"] == url
         assert admin.get(f"/v1/jobs/{job_id}").json()["webhook"]["url"] == url
+
+
+def test_a_plan_is_its_submitters_only(secured: Service) -> None:
+    """Another writer of the same wiki who learns a dry run's plan token cannot commit it (PLAN_NOT_FOUND,
+    the answer an unknown plan gets); nor does it see the token when it reads that dry run."""
+    batch = {
+        "message": "m",
+        "dry_run": True,
+        "edits": [{"op": "create", "path": "wiki/plan-of-dave.md", "content": "d"}],
+    }
+    with as_(secured, "dave") as dave, as_(secured, "twin-a") as twin:
+        job_id = dave.post("/v1/wikis/sec/batches", json=batch).json()["job_id"]
+        mine = dave.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()
+        assert mine["status"] == "succeeded" and mine["result"]["plan"]
+        assert "plan" not in twin.get(f"/v1/jobs/{job_id}").json()["result"]
+        stolen = twin.post("/v1/wikis/sec/batches", json={"plan": mine["result"]["plan"]})
+        assert stolen.status_code == 404 and stolen.json()["error"]["code"] == "PLAN_NOT_FOUND"
+        assert dave.get("/v1/wikis/sec/pages/wiki/plan-of-dave.md").status_code == 404

@@ -45,34 +45,31 @@ def test_a_finished_job_keeps_no_body(secured: Service) -> None:
         assert page.status_code == 200 and "wiki/big-body.md" in page.text
 
 
-def test_a_dry_run_is_not_kept(secured: Service) -> None:
-    """Ten 1 MiB dry runs leave no bodies behind, and once their submitter has read them their records
-    expire within a minute."""
+def test_a_dry_run_keeps_its_body_only_as_a_plan(secured: Service) -> None:
+    """A succeeded 1 MiB dry run keeps its body as its plan, for the dry-run retention (10 minutes) at most,
+    and a minute once the plan is committed; a failed one keeps no body, and a minute once read."""
+    edits = [{"op": "create", "path": "wiki/dry-plan.md", "content": "d" * MIB}]
     with as_(secured, "dave") as client:
-        for i in range(10):
-            edits = [{"op": "create", "path": f"wiki/dry-{i}.md", "content": "d" * MIB}]
-            answer = client.post(
-                "/v1/wikis/sec/batches", json={"message": "dry", "edits": edits, "dry_run": True}
-            )
-            job = client.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
-            assert job["status"] == "succeeded" and job["dry_run"] is True
-            raw, ttl = _raw(secured, job["job_id"])
-            assert len(raw) < 4096 and 0 < ttl <= 60
-
-
-def test_a_dry_run_result_is_kept_minutes_then_a_minute_once_read(secured: Service) -> None:
-    """A finished dry run lives the dry-run retention (10 minutes) while only others read it, and a minute
-    more once its submitter has read it: results do not pile up in Redis."""
-    batch = {"message": "dry", "edits": [{"op": "create", "path": "wiki/dry-read.md", "content": "x"}]}
-    with as_(secured, "dave") as dave, as_(secured, "reader") as reader:
-        answer = dave.post("/v1/wikis/sec/batches", json={**batch, "dry_run": True})
-        job_id = answer.json()["job_id"]
-        seen = reader.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()
-        assert seen["status"] == "succeeded"
-        assert 60 < _raw(secured, job_id)[1] <= 600
-        assert dave.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
-        assert 0 < _raw(secured, job_id)[1] <= 60
-        assert dave.get(f"/v1/jobs/{job_id}").status_code == 200  # a repeated poll still finds it
+        answer = client.post(
+            "/v1/wikis/sec/batches", json={"message": "dry", "edits": edits, "dry_run": True}
+        )
+        job = client.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
+        assert job["status"] == "succeeded" and job["result"]["plan"]
+        raw, ttl = _raw(secured, job["job_id"])
+        assert len(raw) > MIB and 60 < ttl <= 600
+        committed = client.post("/v1/wikis/sec/batches", json={"plan": job["result"]["plan"]})
+        assert committed.status_code == 202, committed.text
+        assert 0 < _raw(secured, job["job_id"])[1] <= 60
+        assert (
+            client.get(f"/v1/jobs/{committed.json()['job_id']}", params={"wait": 30}).json()["status"]
+            == "succeeded"
+        )
+        bad = [{"op": "delete", "path": "wiki/absent.md", "expected_version": "0" * 40}, *edits]
+        answer = client.post("/v1/wikis/sec/batches", json={"message": "dry", "edits": bad, "dry_run": True})
+        job = client.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
+        assert job["status"] == "failed" and job["dry_run"] is True
+        raw, ttl = _raw(secured, job["job_id"])
+        assert len(raw) < 4096 and 0 < ttl <= 60
 
 
 def test_queued_bytes_per_principal_are_capped(stalled: Service) -> None:

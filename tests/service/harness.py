@@ -395,9 +395,11 @@ def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
         assert submitted <= started <= finished, job
     if status == "succeeded":
         assert job["error"] is None, job
-        # contract section 7: a dry run also answers a diff per changed file and warnings
-        dry = {"diff", "warnings"} if job.get("dry_run") else set()
-        assert set(job["result"]) == {"commit", "applied"} | dry, job
+        # a dry run also answers a diff per changed file, warnings and (to its submitter) a plan
+        dry = {"diff", "warnings", "plan"} if job.get("dry_run") else set()
+        assert (
+            {"commit", "applied"} | (dry - {"plan"}) <= set(job["result"]) <= {"commit", "applied"} | dry
+        ), job
     if status == "failed":
         assert job["result"] is None, job
         assert set(job["error"]) == {"code", "message", "index"}, job

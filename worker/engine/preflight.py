@@ -15,7 +15,7 @@ preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from worker.engine import across, fileops, inplace, moves
@@ -152,12 +152,18 @@ def _check_prefix(prefix: str, index: int, policy: ZonePolicy) -> None:
 
 
 def preflight(
-    head: HeadView, edits: Sequence[Edit], policy: ZonePolicy = DEFAULT_POLICY, limits: Limits | None = None
+    head: HeadView,
+    edits: Sequence[Edit],
+    policy: ZonePolicy = DEFAULT_POLICY,
+    limits: Limits | None = None,
+    expect: Sequence[Mapping[str, object]] | None = None,
 ) -> Plan:
     """Check ``edits`` against ``head`` in order and return the plan, or raise ``BatchRejected``.
 
     The whole check runs under one budget made from ``limits.costs`` (``budget``): the edit during which
-    it is spent is refused ``BATCH_TOO_COSTLY``. The plan carries the budget on, for a dry run's review."""
+    it is spent is refused ``BATCH_TOO_COSTLY``. The plan carries the budget on, for a dry run's review.
+    With ``expect`` (a plan's: the ``applied`` list its dry run answered), a plan whose ``applied`` differs
+    is refused ``PLAN_STALE``: what lands is exactly what was checked."""
     limits = limits or Limits()
     work = BatchState(head, policy, limits)
     spend = Budget(limits.costs)
@@ -171,4 +177,27 @@ def preflight(
         work.check_conflicts()
     plan = work.plan()
     plan.budget = spend
+    if expect is not None:
+        check_expected(plan, expect)
     return plan
+
+
+def check_expected(plan: Plan, expect: Sequence[Mapping[str, object]]) -> None:
+    """``PLAN_STALE`` naming the first path whose change differs from what the plan's dry run showed."""
+    found = [entry.to_dict() for entry in plan.applied]
+    if found == [dict(entry) for entry in expect]:
+        return
+    for index, (now, then) in enumerate(zip(found, expect, strict=False)):
+        if now != dict(then):
+            path = then.get("path")
+            raise BatchRejected(
+                "PLAN_STALE",
+                f"the wiki changed since this plan was checked: {path!r} would now end differently; "
+                "check the batch again (check_batch / a dry run) and commit the new plan",
+                int(str(then.get("index", index))),
+            )
+    raise BatchRejected(
+        "PLAN_STALE",
+        f"the wiki changed since this plan was checked: the batch now changes {len(found)} paths, not "
+        f"{len(expect)}; check the batch again (check_batch / a dry run) and commit the new plan",
+    )

@@ -163,7 +163,7 @@ def _decide(
             return Decided(record.job_id, job_result(mine, preflight(before, batch.edits, policy, limits)))
     view = group.snapshot()
     try:
-        plan = preflight(view, batch.edits, policy, limits)
+        plan = preflight(view, batch.edits, policy, limits, batch.expect)
     except BatchRejected as exc:
         return Decided(record.job_id, error=error_info(exc))
     except WikiqError as exc:

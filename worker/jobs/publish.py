@@ -145,7 +145,7 @@ def _decide(
             plan = preflight(_view(repo, parents[0] if parents else None), batch.edits, policy, limits)
             return Outcome(record.job_id, job_result(mine, plan)), None
     try:
-        plan = preflight(_view(repo, head), batch.edits, policy, limits)
+        plan = preflight(_view(repo, head), batch.edits, policy, limits, batch.expect)
     except BatchRejected as exc:
         return Outcome(record.job_id, error=error_info(exc)), None
     if batch.dry_run:

@@ -348,9 +348,10 @@ return 1
 class JobStore:
     """Reads and writes job records, the per-wiki job index, idempotency keys and queued bytes.
 
-    A record moving to a finished status loses its batch body in the same compare-and-set, gives its bytes
-    back to the submitter's queued-bytes count (at most once: the job id leaves a hash), and, for a dry
-    run, expires after ``dry_run_retention`` seconds instead of ``retention``.
+    A record moving to a finished status loses its batch body in the same compare-and-set (a succeeded dry
+    run keeps it: it is a plan), gives its bytes back to the submitter's queued-bytes count (at most once:
+    the job id leaves a hash), and, for a dry run, expires after ``dry_run_retention`` seconds instead of
+    ``retention``, its size counted in the queued bytes meanwhile (``keep``).
     """
 
     def __init__(self, redis: Redis, retention_seconds: int, dry_run_retention_seconds: int = 3600) -> None:
@@ -476,7 +477,8 @@ class JobStore:
         bytes to give back ('' = none): a record that finishes drops its body and its bytes."""
         ttl, release = "", ""
         if changed.status in FINISHED and current.status not in FINISHED:
-            changed.batch = None
+            if not (changed.dry_run and changed.status == "succeeded"):
+                changed.batch = None  # a succeeded dry run keeps it: it is a plan (``PlanSubmission``)
             release = str(changed.queued_bytes) if changed.submitter else ""
             if changed.dry_run:
                 ttl = str(self.dry_run_retention)

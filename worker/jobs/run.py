@@ -68,7 +68,7 @@ def run_batch(
                 return job_result(mine, preflight(before, batch.edits, policy, limits))
         head = repo.head()
         snapshot = repo.snapshot(head)
-        plan = preflight(snapshot, batch.edits, policy, limits)
+        plan = preflight(snapshot, batch.edits, policy, limits, batch.expect)
         if batch.dry_run:
             return job_result(None, plan, review(snapshot, plan, policy))
         try:

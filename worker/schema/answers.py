@@ -257,6 +257,12 @@ class JobResult(Answer):
     warnings: list[BatchWarning] | None = Field(
         default=None, exclude_if=lambda v: v is None, description="dry runs only"
     )
+    plan: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description='a succeeded dry run, to its submitter: submit {"plan": this} to commit exactly what '
+        "was checked (while the dry run is kept, once)",
+    )
 
 
 class Attempt(Answer):

@@ -20,7 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from worker.errors import BatchRejected
 
@@ -386,6 +387,36 @@ class Batch(_Strict):
     ]
     webhook: Annotated[Webhook | None, Field(description="POST the finished job here, signed")] = None
     dry_run: Annotated[bool, Field(description="check everything against the head, commit nothing")] = False
+    # set only by a plan's submission (``PlanSubmission``): the ``applied`` list the dry run answered, which
+    # the batch must produce again on the head it lands on, or fail ``PLAN_STALE``; never from a client
+    expect: SkipJsonSchema[list[dict[str, JsonValue]] | None] = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
+
+
+class PlanSubmission(_Strict):
+    """Commit exactly what a dry run checked: ``plan`` is the token its result answered (its submitter
+    only, while the dry run is kept). The batch is checked again on the head it lands on and committed only
+    if it changes exactly what the dry run showed; else the job fails ``PLAN_STALE``."""
+
+    plan: Annotated[str, Field(min_length=1, max_length=100, description="a dry run's result.plan")]
+    message: Annotated[
+        str | None,
+        Field(min_length=1, max_length=10_000, description="the commit message (default: the dry run's)"),
+    ] = None
+    webhook: Annotated[Webhook | None, Field(description="POST the finished job here, signed")] = None
+
+
+def _submission_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "plan" if "plan" in value else "batch"
+    return "plan" if isinstance(value, PlanSubmission) else "batch"
+
+
+# What POST /v1/wikis/{wiki}/batches takes: a batch, or a plan (told apart by a "plan" field)
+Submission = Annotated[
+    Annotated[Batch, Tag("batch")] | Annotated[PlanSubmission, Tag("plan")], Discriminator(_submission_kind)
+]
 
 
 class Costs(BaseModel):

@@ -22,6 +22,7 @@ from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Job, JobList, JobStatus
 from worker.service.caller import Principal
+from worker.service.plans import plan_token
 from worker.service.ratelimit import check_rate, once_per
 from worker.settings import Settings
 
@@ -76,8 +77,9 @@ class Jobs:
     async def get(self, caller: Principal, job_id: str, wait: float = 0) -> Job:
         """The job; with ``wait`` it answers as soon as the job is finished, or after ``wait`` (≤ 60) s.
 
-        A finished dry run read by its submitter is kept only ``DRY_RUN_FETCHED_SECONDS`` more (its result
-        is meant to be read once; a repeated poll within that time still finds it).
+        A succeeded dry run answers its submitter a ``plan`` token (``worker.service.plans``); a failed
+        one read by its submitter is kept only ``DRY_RUN_FETCHED_SECONDS`` more (its result is meant to be
+        read once; a repeated poll within that time still finds it).
 
         The wait is woken by the finish message on ``wikiq:events``; the record is re-read on every wake-up
         and at least every ``RECHECK`` seconds, so a message lost in a Redis outage costs latency, not the
@@ -90,10 +92,14 @@ class Jobs:
                 finished.clear()  # before the read: a finish published after it still wakes the wait below
                 record = await self.visible(caller, job_id)
                 left = deadline - loop.time()
-                if record.status in FINISHED and record.dry_run and caller.id == record.submitter:
+                mine = caller.id == record.submitter
+                if record.status in FINISHED and record.dry_run and record.status != "succeeded" and mine:
                     await self.records.expire_soon(record, DRY_RUN_FETCHED_SECONDS)
                 if record.status in FINISHED or left <= 0:
-                    return record.public(reveals(caller, record))
+                    job = record.public(reveals(caller, record))
+                    if mine and job.result is not None and record.dry_run and record.batch is not None:
+                        job.result.plan = plan_token(record.job_id)
+                    return job
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), min(left, RECHECK))
 

@@ -25,6 +25,7 @@ import json
 
 from arq.connections import ArqRedis
 
+from worker import keys
 from worker.engine import check_static
 from worker.errors import (
     AccessDenied,
@@ -47,8 +48,9 @@ from worker.jobs.records import (
 )
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Author, Job, Submitted
-from worker.schema.edits import Batch, written_paths
+from worker.schema.edits import Batch, PlanSubmission, written_paths
 from worker.service.caller import Principal
+from worker.service.plans import PLAN_USED_SECONDS, planned_batch
 from worker.service.ratelimit import check_rate
 from worker.settings import Settings
 from worker.webhooks.guard import check_webhook_url
@@ -81,14 +83,25 @@ class Submissions:
         self.jobs = jobs
 
     async def submit(
-        self, caller: Principal, wiki: str, batch: Batch, idempotency_key: str | None = None
+        self,
+        caller: Principal,
+        wiki: str,
+        batch: Batch | PlanSubmission,
+        idempotency_key: str | None = None,
     ) -> Submitted | Job:
         """Check ``batch`` and queue it: ``Submitted`` for a new job, or the ``Job`` an idempotency key named.
+        A ``PlanSubmission`` queues the batch of the dry run it names (``worker.service.plans``).
 
         Raises the refusal (``BatchRejected``, ``AccessDenied``, ``RateLimited``, ...) when any check
         fails; nothing is then stored.
         """
         caller.require(wiki, "write")
+        plan, checked = None, None
+        if isinstance(batch, PlanSubmission):
+            plan = batch.plan
+            batch, checked = await planned_batch(self.jobs, caller.id, wiki, batch)
+        elif batch.expect is not None:
+            raise BatchRejected("INVALID_BATCH", "expect: Extra inputs are not permitted (plans set it)")
         at = await self.wikis.target(wiki)  # never a fetch: the worker checks the batch on the head
         settings = self.settings
         await check_rate(
@@ -113,6 +126,12 @@ class Submissions:
             replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
             if replayed is not None:
                 return replayed
+        if plan is not None and not await self.redis.set(keys.plan_used(plan), job_id, nx=True, ex=86400):
+            if idempotency_key is not None:
+                await self.jobs.release_idempotency(scope, idempotency_key)
+            raise BatchRejected(
+                "PLAN_NOT_FOUND", f"plan {plan[:80]!r} was committed already (a plan commits once)"
+            )
         record = self._record(caller, wiki, job_id, batch, at.commit)
         cap = settings.max_queued_bytes
         if 0 < cap < record.queued_bytes:
@@ -155,11 +174,13 @@ class Submissions:
                 await self.jobs.release_idempotency(scope, idempotency_key)
             raise RateLimited(
                 f"{outcome} bytes of your batches are still waiting or kept as dry-run results (the limit "
-                f"is {cap}); wait for some to finish (read your dry runs: a read result is dropped within "
-                "a minute), then submit again",
+                f"is {cap}); wait for some to finish (a dry run counts until it expires or its plan is "
+                "committed), then submit again",
                 retry_after=1,
             )
         job_accepted(self.redis, record)
+        if checked is not None:  # its plan is committed: the dry run is kept only a minute more
+            await self.jobs.expire_soon(checked, PLAN_USED_SECONDS)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
 
     async def _bind_key(self, submitter: str, scope: str, key: str, digest: str, job_id: str) -> Job | None:

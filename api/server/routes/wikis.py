@@ -24,7 +24,7 @@ from worker.schema.answers import (
     WikiInfo,
     WikiList,
 )
-from worker.schema.edits import PAGE_PATH, Batch
+from worker.schema.edits import PAGE_PATH, Submission
 
 router = APIRouter(prefix="/v1", tags=["wikis"], responses=ERROR_RESPONSES)
 
@@ -220,12 +220,13 @@ async def search(
 )
 async def submit_batch(
     wiki: WikiId,
-    batch: Batch,
+    batch: Submission,
     svc: Svc,
     caller: Caller,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> Submitted | JSONResponse:
-    """Check a batch statically and queue it: ``202 {job_id, status, status_url}``.
+    """Check a batch statically and queue it: ``202 {job_id, status, status_url}``. ``{"plan": ...}``
+    instead of a batch commits exactly what a dry run checked (its ``result.plan``), or fails PLAN_STALE.
 
     The same ``Idempotency-Key`` with the same body answers ``200`` with the job it made before.
     """

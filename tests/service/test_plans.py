@@ -1,0 +1,113 @@
+"""Plans in process: a dry run's ``result.plan`` commits what it checked, once, or fails PLAN_STALE."""
+
+from __future__ import annotations
+
+from tests.gitutil import git_text
+from tests.service.harness import Deployment, expect_error
+
+
+async def _check(dep: Deployment, wiki: str, edits: list[dict[str, object]]) -> dict[str, object]:
+    job = await dep.apply(wiki, {"message": "planned change", "edits": edits, "dry_run": True})
+    assert job["status"] == "succeeded", job
+    return job
+
+
+async def test_a_plan_commits_byte_for_byte_what_its_dry_run_showed(dep: Deployment) -> None:
+    """The dry run answers a plan; submitting only the plan makes one commit whose applied list and
+    resulting versions are the dry run's, with the dry run's message."""
+    wiki = await dep.new_wiki("plan")
+    v = await dep.seed(wiki, {"wiki/a.md": "# A\nold text\n"})
+    edits = [
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "old",
+            "new": "new",
+            "expected_version": v["wiki/a.md"],
+        },
+        {"op": "create", "path": "wiki/b.md", "content": "# B\n[[a]]\n"},
+    ]
+    checked = await _check(dep, wiki, edits)
+    plan = checked["result"]["plan"]
+    assert isinstance(plan, str) and plan
+    job = await dep.apply(wiki, {"plan": plan})
+    assert job["status"] == "succeeded", job
+    assert job["result"]["applied"] == checked["result"]["applied"]
+    assert "plan" not in job["result"]
+    assert (await dep.page(wiki, "wiki/a.md"))["content"] == "# A\nnew text\n"
+    message = git_text(dep.repo(wiki), "log", "-1", "--format=%s", "main")
+    assert message.strip() == "planned change"
+
+
+async def test_a_plan_is_checked_again_on_a_moved_head(dep: Deployment) -> None:
+    """Another writer changed an unrelated page since the check: the plan still lands, on top of it."""
+    wiki = await dep.new_wiki("plan-moved")
+    v = await dep.seed(wiki, {"wiki/a.md": "a\n", "wiki/other.md": "o\n"})
+    checked = await _check(
+        dep,
+        wiki,
+        [{"op": "overwrite", "path": "wiki/a.md", "content": "A\n", "expected_version": v["wiki/a.md"]}],
+    )
+    other = {
+        "op": "overwrite",
+        "path": "wiki/other.md",
+        "content": "O\n",
+        "expected_version": v["wiki/other.md"],
+    }
+    assert (await dep.apply(wiki, {"message": "meanwhile", "edits": [other]}))["status"] == "succeeded"
+    job = await dep.apply(wiki, {"plan": checked["result"]["plan"], "message": "my own message"})
+    assert job["status"] == "succeeded", job
+    assert job["result"]["applied"] == checked["result"]["applied"]
+    assert (await dep.page(wiki, "wiki/other.md"))["content"] == "O\n"
+    assert git_text(dep.repo(wiki), "log", "-1", "--format=%s", "main").strip() == "my own message"
+
+
+async def test_a_plan_whose_result_would_differ_is_stale_and_writes_nothing(dep: Deployment) -> None:
+    """A replace_across checked on two pages; a third page with a match appears meanwhile: landing would
+    change more than was shown, so the job fails PLAN_STALE and main stays where the other writer left it."""
+    wiki = await dep.new_wiki("plan-stale")
+    await dep.seed(wiki, {"wiki/x.md": "redis\n", "wiki/y.md": "redis\n"})
+    checked = await _check(
+        dep, wiki, [{"op": "replace_across", "prefix": "wiki/", "old": "redis", "new": "valkey"}]
+    )
+    assert (
+        await dep.apply(
+            wiki, {"message": "m", "edits": [{"op": "create", "path": "wiki/z.md", "content": "redis\n"}]}
+        )
+    )["status"] == "succeeded"
+    head = await dep.head(wiki)
+    job = await dep.apply(wiki, {"plan": checked["result"]["plan"]})
+    assert job["status"] == "failed", job
+    assert job["error"]["code"] == "PLAN_STALE" and "check the batch again" in job["error"]["message"]
+    assert await dep.head(wiki) == head
+
+
+async def test_a_plan_commits_once_and_only_for_its_submitter(dep: Deployment) -> None:
+    """A used, made-up or other-wiki plan is PLAN_NOT_FOUND (404) and queues nothing; a batch may not set
+    ``expect`` itself."""
+    wiki = await dep.new_wiki("plan-once")
+    other = await dep.new_wiki("plan-other")
+    checked = await _check(dep, wiki, [{"op": "create", "path": "wiki/once.md", "content": "1\n"}])
+    plan = checked["result"]["plan"]
+    expect_error(await dep.submit(other, {"plan": plan}), 404, "PLAN_NOT_FOUND")
+    assert (await dep.apply(wiki, {"plan": plan}))["status"] == "succeeded"
+    head = await dep.head(wiki)
+    expect_error(await dep.submit(wiki, {"plan": plan}), 404, "PLAN_NOT_FOUND")
+    expect_error(await dep.submit(wiki, {"plan": "plan-01NOTAJOB"}), 404, "PLAN_NOT_FOUND")
+    forged = {"message": "m", "edits": [{"op": "create", "path": "wiki/f.md", "content": "f"}], "expect": []}
+    expect_error(await dep.submit(wiki, forged), 422, "INVALID_BATCH")
+    assert await dep.head(wiki) == head
+
+
+async def test_a_failed_dry_run_has_no_plan(dep: Deployment) -> None:
+    """A dry run that fails has nothing to commit: no plan in its answer."""
+    wiki = await dep.new_wiki("plan-none")
+    job = await dep.apply(
+        wiki,
+        {
+            "message": "m",
+            "dry_run": True,
+            "edits": [{"op": "delete", "path": "wiki/nope.md", "expected_version": "0" * 40}],
+        },
+    )
+    assert job["status"] == "failed" and job["result"] is None
