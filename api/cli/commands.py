@@ -109,6 +109,8 @@ def _show_job(job: Job) -> None:
             table.add_row(str(entry.index), entry.op, escape(path), _short(entry.version), count)
         out.print(table)
         _show_review(out, job.result)
+        if job.result.plan:
+            out.print(f"commit exactly this with: wikiq commit-plan {job.wiki} {job.result.plan}")
 
 
 def _show_review(out: Console, result: JobResult) -> None:
@@ -358,6 +360,32 @@ def submit(
         _console().print(f"job {job.job_id} {job.status}; follow it with: wikiq job {job.job_id} --watch")
 
 
+def commit_plan(
+    wiki: Wiki,
+    plan: Annotated[str, typer.Argument(help="the plan a dry run printed (submit --dry-run)")],
+    message: Annotated[str | None, typer.Option(help="the commit message (default: the dry run's)")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="wait for the job, with a live status line")] = False,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Commit exactly what a dry run checked, without sending the batch again (exit 1 with --wait if it
+    fails, e.g. PLAN_STALE when a file it touches changed since)."""
+    body: dict[str, Any] = {"plan": plan}
+    if message is not None:
+        body["message"] = message
+    with _client(url, token, as_json) as client:
+        job = client.submit(wiki, body)
+        if wait and not job.finished:
+            job = client.job(job.job_id, wait=True) if as_json else _watch(client, job)
+    if wait or job.finished:
+        _finish(job, as_json)
+    elif as_json:
+        _print_json(_dump(job))
+    else:
+        _console().print(f"job {job.job_id} {job.status}; follow it with: wikiq job {job.job_id} --watch")
+
+
 def job(
     job_id: Annotated[str, typer.Argument(help="job id")],
     watch: Annotated[bool, typer.Option("--watch", help="wait until the job is finished")] = False,
@@ -460,6 +488,7 @@ def register(app: typer.Typer) -> None:
         search,
         backlinks,
         submit,
+        commit_plan,
         job,
         cancel,
         jobs,

@@ -384,3 +384,10 @@ def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
     cursor = first.stderr.decode().split("--cursor ", 1)[1].strip()
     rest = wikiq("search", wiki, "#", "--cursor", cursor, url=svc.url)
     assert out(first).splitlines()[0] not in out(rest).splitlines()
+
+    # the plan the dry run printed commits exactly what it showed, once
+    assert f"wikiq commit-plan {wiki} plan-" in plain.stdout.decode()
+    landed = as_json(wikiq("commit-plan", wiki, job["result"]["plan"], "--wait", "--json", url=svc.url))
+    assert landed["status"] == "succeeded" and landed["result"]["applied"] == job["result"]["applied"]
+    again = wikiq("commit-plan", wiki, job["result"]["plan"], "--json", url=svc.url)
+    assert again.returncode == 1 and as_json(again, 1)["error"]["code"] == "PLAN_NOT_FOUND"
