@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from tests.e2e.service import Service
+from worker.schema.edits import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
@@ -101,8 +102,8 @@ async def test_tools_listed_with_honest_annotations(svc: Service, transport: str
     write = tools["write_batch"]
     assert write.annotations is not None
     assert (write.annotations.destructive_hint, write.annotations.idempotent_hint) == (True, False)
-    edits = write.input_schema["properties"]["edits"]
-    assert {"Create", "Overwrite", "Replace", "Delete", "Rename"} <= set(write.input_schema["$defs"]), edits
+    families = write.input_schema["properties"]["edits"]["items"]["anyOf"]
+    assert {op for family in families for op in family["properties"]["op"]["enum"]} == set(OPS)
     assert write.input_schema["required"] == ["wiki", "message", "edits"]
 
 
@@ -173,8 +174,13 @@ async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> 
         forbidden = error(await call(client, "write_batch", wiki=wiki, message="Zone", edits=zone))
         assert (forbidden["code"], forbidden["index"]) == ("ZONE_FORBIDDEN", 1)
         trial = [edit | {"path": "wiki/d.md"}]
-        dry = data(await call(client, "write_batch", wiki=wiki, message="Dry", edits=trial, dry_run=True))
-        assert dry["dry_run"] is True and dry["commit"] is None and dry["applied"][0]["path"] == "wiki/d.md"
+        dry = data(await call(client, "check_batch", wiki=wiki, message="Dry", edits=trial))
+        assert dry["status"] == "succeeded" and dry["applied"][0]["path"] == "wiki/d.md"
+        no_dry_run = error(
+            await call(client, "write_batch", wiki=wiki, message="D", edits=trial, dry_run=True)
+        )
+        assert no_dry_run["code"] == "INVALID_BATCH" and "check_batch" in no_dry_run["message"]
+        assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/d.md").status_code == 404  # nothing written
         unknown = await call(
             client, "write_batch", wiki=wiki, message="Bad", edits=[{"op": "move", "path": "x"}]
         )
