@@ -180,8 +180,10 @@ class _Calls:
         return _Call("POST", f"/v1/wikis/{_segment(wiki)}/pages:read", PageSet.model_validate, json=body)
 
     @staticmethod
-    def backlinks(wiki: str, path: str, limit: int) -> _Call[BacklinkList]:
-        params = {"path": path, "limit": limit}
+    def backlinks(wiki: str, path: str, limit: int, cursor: str | None) -> _Call[BacklinkList]:
+        params: dict[str, Any] = {"path": path, "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
         return _Call(
             "GET", f"/v1/wikis/{_segment(wiki)}/backlinks", BacklinkList.model_validate, params=params
         )
@@ -335,9 +337,10 @@ class Client(_Base):
         """A file's exact bytes at the head."""
         return self.read_page(wiki, path).data()
 
-    def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
-        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
-        return self._run(_Calls.backlinks(wiki, path, limit))
+    def backlinks(self, wiki: str, path: str, limit: int = 1000, cursor: str | None = None) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line,
+        ``limit`` at a time after ``cursor`` (the answer's ``next_cursor``)."""
+        return self._run(_Calls.backlinks(wiki, path, limit, cursor))
 
     def search(
         self,
@@ -473,9 +476,12 @@ class AsyncClient(_Base):
         """A file's exact bytes at the head."""
         return (await self.read_page(wiki, path)).data()
 
-    async def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
-        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
-        return await self._run(_Calls.backlinks(wiki, path, limit))
+    async def backlinks(
+        self, wiki: str, path: str, limit: int = 1000, cursor: str | None = None
+    ) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line,
+        ``limit`` at a time after ``cursor`` (the answer's ``next_cursor``)."""
+        return await self._run(_Calls.backlinks(wiki, path, limit, cursor))
 
     async def search(
         self,

@@ -198,7 +198,9 @@ OUTPUTS: dict[str, dict[str, Any]] = {
     "page_outline": _obj(
         ["path", "version", "sections"], path=_STR, version=_STR, commit=_ANY, sections=_ARRAY
     ),
-    "search_wiki": _obj(["matches"], matches=_ARRAY, next_cursor=_STR),
+    "search_wiki": _obj(
+        ["matches"], matches=_ARRAY, next_cursor=_STR, replace_count=_INT, replace_pages=_ARRAY
+    ),
     "find_backlinks": _obj(
         ["path", "backlinks"], path=_STR, version=_STR, commit=_ANY, backlinks=_ARRAY, truncated=_BOOL
     ),

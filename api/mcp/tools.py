@@ -72,7 +72,7 @@ class Backend(Protocol):
 
     async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet: ...
 
-    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList: ...
+    async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList: ...
 
     async def search(
         self,
@@ -109,8 +109,8 @@ HINTS = {
     "content, and send the whole batch again.",
     "VERSION_REQUIRED": "Add expected_version (from read_page or list_pages; a section op may give "
     "expected_section_version from page_outline instead).",
-    "OLD_NOT_FOUND": "Read the page with raw=true and copy `old` exactly (no line numbers); for "
-    "replace_across, check the text or pattern with search_wiki.",
+    "OLD_NOT_FOUND": "Copy `old` exactly from read_page's text after its '---' line (never from "
+    "line_numbers=true); replace_across is case-sensitive and reads a pattern over the whole page.",
     "OLD_NOT_UNIQUE": "Make `old` longer with surrounding text so it occurs once, or set replace_all=true "
     "(with expected_count to guard the number).",
     "COUNT_MISMATCH": "The message gives the real count: correct expected_count or the text (for "
@@ -320,10 +320,42 @@ async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
         return _refusal(exc.error)
 
 
-def _numbered(page: Page) -> str:
-    head = f"{page.path} version={page.version} size={page.size} commit={page.commit}"
+async def replace_counts(backend: Backend, wiki: str, query: str, regex: bool, prefix: str) -> dict[str, int]:
+    """How many matches a ``replace_across`` of ``query`` (``old``, or ``pattern`` with ``regex``) under
+    ``prefix`` would replace, per page: a dry run of exactly that edit (replacing each match by itself), so
+    the count is replace_across's own. Empty when it matches nothing."""
+    edit: dict[str, Any] = {"op": "replace_across", "prefix": prefix, "new": query}
+    edit |= {"pattern": query, "new": "\\g<0>"} if regex else {"old": query}
+    batch = Batch.model_validate({"message": "count", "edits": [edit], "dry_run": True})
+    job = await backend.submit(wiki, batch, MAX_WAIT, None)
+    if job.status == "failed" and job.error is not None:
+        if job.error.code == "OLD_NOT_FOUND":
+            return {}
+        raise Refused(job.error)
+    if job.result is None:
+        raise Refused(
+            ErrorInfo(code="RATE_LIMITED", message="the count's dry run is still queued: call again")
+        )
+    return {entry.path: entry.count or 0 for entry in job.result.applied if entry.op == "replace_across"}
+
+
+def _head(page: Page) -> str:
+    return f"{page.path} version={page.version} size={page.size} commit={page.commit}"
+
+
+def _exact(page: Page) -> str:
+    """A page as text to copy from: a header line (and the outline, when asked), a line ``---``, then
+    the content exactly."""
     if page.encoding != "utf-8":
-        return f"{head}\n(not UTF-8 text: {page.size} bytes, base64 in structured content; raw=true for it)"
+        return f"{_head(page)}\n(not UTF-8 text: {page.size} bytes, base64 in the structured content)"
+    return _head(page) + _outline_text(page.sections) + "\n---\n" + page.content
+
+
+def _numbered(page: Page) -> str:
+    """A page as text to read: a header line, the lines numbered, the outline when asked."""
+    head = _head(page)
+    if page.encoding != "utf-8":
+        return f"{head}\n(not UTF-8 text: {page.size} bytes, base64 in the structured content)"
     lines = page.content.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -514,20 +546,21 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         wiki: WikiId,
         path: PagePath,
         ctx: Context,
-        raw: Annotated[
-            bool, Field(description="Text is exactly the file's content: copy a replace's `old` from it.")
-        ] = False,
         sections: Annotated[
             bool, Field(description="Also answer the heading tree (as page_outline does).")
+        ] = False,
+        line_numbers: Annotated[
+            bool, Field(description="Show the text with numbered lines, to read.")
         ] = False,
     ) -> Annotated[CallToolResult, Page]:
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
         Read-only. Read a page before you change it: version is the edit's expected_version (stale once anyone
-        changes the page). The text shows a header line and numbered lines for reading: never copy the
-        numbers; raw=true gives the exact content, what a replace's `old` must match. sections=true adds the
-        heading tree as page_outline gives it. The structured content is always exact; bytes that are not
-        UTF-8 come base64. Several pages: read_pages. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
+        changes the page). The text is a header line (path, version, size, commit; the outline with
+        sections=true), a line ---, then the content exactly as stored: copy a replace's old from it.
+        line_numbers=true numbers the lines instead, for reading only (never copy the numbers). sections=true
+        adds the heading tree as page_outline gives it. The structured content is always exact; bytes that are
+        not UTF-8 come base64. Several pages: read_pages. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
         BATCH_TOO_LARGE (over {max_file}: clone the repository), WIKI_NOT_FOUND, RATE_LIMITED (wait, retry),
         INTERNAL (retry once).
         """
@@ -535,7 +568,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             page = await backend_for(ctx).read_page(wiki, path, sections)
         except Refused as exc:
             return _refusal(exc.error)
-        return _answer(page, page.content if raw else _numbered(page))
+        return _answer(page, _numbered(page) if line_numbers else _exact(page))
 
     @register(title="Read pages", annotations=READ_ONLY)
     async def read_pages(
@@ -550,20 +583,25 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ],
         ctx: Context,
         sections: Annotated[bool, Field(description="Also answer each page's heading tree.")] = False,
+        line_numbers: Annotated[
+            bool, Field(description="Show the text as numbered pages, to read (default: exact JSON).")
+        ] = False,
     ) -> Annotated[CallToolResult, PageSet]:
         """Read many files at one commit of a wiki's head: {commit, pages: [page...], errors: [{path, code,
         message}]}.
 
         Read-only. Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page
-        is what read_page answers. A path missing (NOT_FOUND), invalid (INVALID_PATH) or past {max_file} of
-        content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a failure. The
-        text shows each page numbered, like read_page. Errors: INVALID_BATCH (no paths or over {max_paths}),
-        WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
+        is what read_page answers, content exact (the text is this answer as JSON; line_numbers=true shows
+        numbered pages instead, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or past
+        {max_file} of content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a
+        failure. Errors: INVALID_BATCH (no paths or over {max_paths}), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections)
         except Refused as exc:
             return _refusal(exc.error)
+        if not line_numbers:
+            return _answer(found)
         text = "\n\n".join(_numbered(page) for page in found.pages)
         if found.errors:
             text += "\n\nnot read: " + "; ".join(f"{e.path}: {e.code}" for e in found.errors)
@@ -610,21 +648,34 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         cursor: Annotated[
             str | None, Field(max_length=8192, description="next_cursor of the previous call.")
         ] = None,
+        replace_count: Annotated[
+            bool, Field(description="Also answer how many matches replace_across would replace.")
+        ] = False,
     ) -> Annotated[CallToolResult, MatchList]:
-        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor}.
+        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
+        replace_pages?}.
 
         Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true; regex=true
-        takes an RE2 pattern (no look-around or backreferences) with ^ and $ at every line end, reported at
-        the line where a match starts. By path, then line (1-based); version is the page's; a very long line
-        is cut around the match. Use it to find pages to read. It differs from replace_across, which is
-        case-sensitive, reads a pattern over the whole page (^ and $ at its ends unless (?m)) and skips raw/:
-        to check a replace_across, use case_sensitive=true, and take the exact counts from check_batch. Links:
-        use find_backlinks. When next_cursor is set: call again with cursor=next_cursor. Errors:
-        PATTERN_INVALID, INVALID_BATCH (a multi-line query or foreign cursor), WIKI_NOT_FOUND, RATE_LIMITED,
-        INTERNAL.
+        takes an RE2 pattern (no look-around or backreferences) with ^ and $ at every line end; one match per
+        line, at the line where a match starts. By path, then line (1-based); version is the page's; a very
+        long line is cut around the match. Use it to find pages to read; for links use find_backlinks.
+        replace_across differs: it is case-sensitive, reads a pattern over the whole page (^ and $ at its ends
+        unless (?m)), counts every occurrence and skips raw/. replace_count=true answers its exact count for
+        this query (old, or pattern with regex=true) and prefix: replace_count in all and replace_pages
+        [{path, count}], the expected_count to send. When next_cursor is set: call again with
+        cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query or foreign cursor),
+        WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
-        call = backend_for(ctx).search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
-        return await _answered(call)
+        backend = backend_for(ctx)
+        try:
+            found = await backend.search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
+            if replace_count:
+                counts = await replace_counts(backend, wiki, query, regex, prefix)
+                found.replace_count = sum(counts.values())  # type: ignore[attr-defined]  # extra fields
+                found.replace_pages = [{"path": p, "count": n} for p, n in counts.items()]  # type: ignore[attr-defined]
+        except Refused as exc:
+            return _refusal(exc.error)
+        return _answer(found)
 
     @register(title="Find backlinks", annotations=READ_ONLY)
     async def find_backlinks(
@@ -632,18 +683,21 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         path: PagePath,
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many links.")] = 1000,
+        cursor: Annotated[
+            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
+        ] = None,
     ) -> Annotated[CallToolResult, BacklinkList]:
         """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
-        version}], truncated}.
+        version}], truncated, next_cursor?}.
 
         Read-only. Every wikilink and relative markdown link outside code that resolves to the page (the rule
         is in write_batch's description), by linking page then line, with the link as written and the linking
         page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links fixes
         these itself; for a split or delete, edit them in the same batch. truncated=true: there are more; call
-        again with a larger limit. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND,
-        RATE_LIMITED, INTERNAL.
+        again with cursor=next_cursor for the next ones. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
+        INVALID_BATCH (a cursor not from here), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
-        return await _answered(backend_for(ctx).backlinks(wiki, path, limit))
+        return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
 
     async def run_batch(
         ctx: Context, wiki: str, batch: Batch, wait: float, idempotency_key: str | None

@@ -64,8 +64,10 @@ class ServiceBackend:
         found: PageSet = await self._call(self.service.reads.read_pages(self.caller, wiki, paths, sections))
         return found
 
-    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList:
-        found: BacklinkList = await self._call(self.service.links.backlinks(self.caller, wiki, path, limit))
+    async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList:
+        found: BacklinkList = await self._call(
+            self.service.links.backlinks(self.caller, wiki, path, limit, cursor)
+        )
         return found
 
     async def search(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -114,11 +115,27 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
     head_before = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"]
     async with connect(svc, transport) as client:
         assert wiki in [w["id"] for w in data(await call(client, "list_wikis"))["wikis"]]
-        raw = await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True)
-        links = data(raw)
-        assert raw.content[0].text == "See [[old]].\r\nAnd [[old]] again.\n" == links["content"]  # type: ignore[union-attr]
-        shown = await call(client, "read_page", wiki=wiki, path="wiki/links.md")
+        exact = await call(client, "read_page", wiki=wiki, path="wiki/links.md")
+        links = data(exact)
+        head, content = exact.content[0].text.split("\n---\n", 1)  # type: ignore[union-attr]
+        assert content == "See [[old]].\r\nAnd [[old]] again.\n" == links["content"]
+        assert head == f"wiki/links.md version={links['version']} size=33 commit={links['commit']}"
+        shown = await call(client, "read_page", wiki=wiki, path="wiki/links.md", line_numbers=True)
         assert "1| See [[old]]." in shown.content[0].text  # type: ignore[union-attr]
+        many = await call(client, "read_pages", wiki=wiki, paths=["wiki/links.md", "wiki/none.md"])
+        assert json.loads(many.content[0].text) == data(many)  # type: ignore[union-attr]
+        assert data(many)["pages"][0]["content"] == links["content"]
+        assert [e["code"] for e in data(many)["errors"]] == ["NOT_FOUND"]
+        numbered = await call(client, "read_pages", wiki=wiki, paths=["wiki/links.md"], line_numbers=True)
+        assert "2| And [[old]] again." in numbered.content[0].text  # type: ignore[union-attr]
+        first = data(await call(client, "find_backlinks", wiki=wiki, path="wiki/old.md", limit=1))
+        assert first["truncated"] and [b["line"] for b in first["backlinks"]] == [1]
+        rest = await call(
+            client, "find_backlinks", wiki=wiki, path="wiki/old.md", cursor=first["next_cursor"]
+        )
+        assert not data(rest)["truncated"] and [b["line"] for b in data(rest)["backlinks"]] == [2]
+        gone = error(await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True))
+        assert gone["code"] == "INVALID_BATCH" and gone["message"].startswith("raw: unknown argument")
         listing = data(await call(client, "list_pages", wiki=wiki, prefix="wiki/"))
         versions = {p["path"]: p["version"] for p in listing["pages"]}
         hits = data(await call(client, "search_wiki", wiki=wiki, query="[[OLD"))["matches"]
@@ -228,3 +245,40 @@ async def test_bearer_token_is_the_callers(tmp_path: Path, transport: str) -> No
         api.close()
     finally:
         service.stop()
+
+
+async def test_search_replace_count_is_what_replace_across_replaces(svc: Service) -> None:
+    """search_wiki counts lines, ignoring case, with ^ at every line; replace_count=true answers instead
+    the count a replace_across of the same query applies (exact case, every occurrence, pattern over
+    the whole page, raw/ left out), the same check_batch's applied counts give."""
+    wiki = f"mcp-count-{next(_serial)}"
+    svc.create_wiki(wiki)
+    edits = [
+        {"op": "create", "path": "wiki/a.md", "content": "# Redis\n\nRedis and Redis.\n# Again\n"},
+        {"op": "create", "path": "wiki/b.md", "content": "redis, lower case only\n"},
+        {"op": "create", "path": "raw/r.md", "content": "# Redis in raw\n"},
+    ]
+    assert svc.apply(wiki, {"message": "seed", "edits": edits})["status"] == "succeeded"
+    async with connect(svc, "stdio") as client:
+        for query, regex in (("Redis", False), ("^# ", True), ("(?m)^# ", True)):
+            found = data(
+                await call(client, "search_wiki", wiki=wiki, query=query, regex=regex, replace_count=True)
+            )
+            edit = {"op": "replace_across", "prefix": "", "new": "X"} | (
+                {"pattern": query} if regex else {"old": query}
+            )
+            checked = data(await call(client, "check_batch", wiki=wiki, edits=[edit]))
+            counts = [{"path": a["path"], "count": a["count"]} for a in checked["applied"]]
+            assert found["replace_pages"] == counts, query
+            assert found["replace_count"] == sum(c["count"] for c in counts), query
+        lines = data(await call(client, "search_wiki", wiki=wiki, query="Redis"))["matches"]
+        assert len(lines) == 4  # a.md lines 1 and 3, b.md (case ignored), raw/r.md
+        counted = data(await call(client, "search_wiki", wiki=wiki, query="Redis", replace_count=True))
+        assert (counted["replace_count"], counted["replace_pages"]) == (
+            3,
+            [{"path": "wiki/a.md", "count": 3}],
+        )
+        none = data(await call(client, "search_wiki", wiki=wiki, query="absent", replace_count=True))
+        assert (none["matches"], none["replace_count"], none["replace_pages"]) == ([], 0, [])
+    commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
+    assert commits[0]["message"].startswith("seed")  # counting commits nothing

@@ -172,13 +172,16 @@ class Backlink(Answer):
 
 class BacklinkList(Answer):
     """``GET /v1/wikis/{wiki}/backlinks?path=``: every link (outside code) that resolves to ``path``, by
-    linking page then line; ``truncated`` when cut at ``limit``."""
+    linking page then line; ``truncated`` when cut at ``limit``, and then ``next_cursor`` for the rest."""
 
     path: str = Field(description="the page linked to")
     version: str = Field(description="its version")
     commit: str | None = Field(default=None, description="the commit the links were read at")
     backlinks: list[Backlink] = Field(description="every link to the page, by linking page then line")
     truncated: bool = Field(default=False, description="true when there were more links than the limit")
+    next_cursor: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="present when there are more links"
+    )
 
 
 class Author(Answer):
