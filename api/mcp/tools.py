@@ -104,9 +104,10 @@ warnings, then write_batch the same edits. Zones: wiki/** any edit; raw/** creat
 and schema.md are never deleted or renamed."""
 
 HINTS = {
-    "VERSION_MISMATCH": "The page changed since you read it. expected_version must be its version at the "
-    "head or one an earlier edit of this batch gave it: read_page it again, redo this edit on the new "
-    "content, and send the whole batch again.",
+    "VERSION_MISMATCH": "The page changed since you read it; error.details.current_version is its version "
+    "now (current_section_version for a section op). If your edit does not depend on what changed (a "
+    "section of its own, a delete), send the batch again with that version; else read the page again and "
+    "redo the edit.",
     "VERSION_REQUIRED": "Add expected_version (from read_page or list_pages; a section op may give "
     "expected_section_version from page_outline instead).",
     "OLD_NOT_FOUND": "Copy `old` exactly from read_page's text after its '---' line (never from "
@@ -382,7 +383,8 @@ def _size(value: int) -> str:
 
 BATCH_ERRORS = """\
 Errors (nothing is written; error.index names the failing edit; the hint says what to do): \
-VERSION_MISMATCH, VERSION_REQUIRED: read the page again and redo that edit; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
+VERSION_MISMATCH (error.details: current_version, and current_section_version for a section op), \
+VERSION_REQUIRED; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
 COUNT_MISMATCH (the message gives the real count); SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
 NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: see list_pages; ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH; \
 FRONTMATTER_INVALID, PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, \

@@ -44,7 +44,9 @@ class ServiceBackend:
         try:
             return await call
         except WikiqError as exc:
-            raise Refused(ErrorInfo(code=exc.code, message=exc.message, index=exc.index)) from None
+            raise Refused(
+                ErrorInfo(code=exc.code, message=exc.message, index=exc.index, details=exc.details)
+            ) from None
 
     async def list_wikis(self) -> WikiList:
         found: WikiList = await self._call(self.service.reads.list_wikis(self.caller))

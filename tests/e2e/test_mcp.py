@@ -162,7 +162,10 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
         stale = [fresh, fix | {"old": "[[new]]", "new": "[[newer]]", "expected_version": links["version"]}]
         refused = error(await call(client, "write_batch", wiki=wiki, message="Stale", edits=stale))
         assert (refused["code"], refused["index"]) == ("VERSION_MISMATCH", 1)
-        assert "read_page" in refused["hint"]
+        assert "current_version" in refused["hint"]
+        current = svc.page(wiki, "wiki/links.md")["version"]
+        assert refused["details"] == {"path": "wiki/links.md", "current_version": current}
+        assert current != links["version"]
 
     commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
     assert [c["commit"] for c in commits[:2]] == [outcome["commit"], head_before]

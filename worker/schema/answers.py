@@ -61,6 +61,12 @@ class ErrorInfo(Answer):
     code: str = Field(description="the stable error code (contract 3.3)")
     message: str = Field(description="what went wrong and what to do")
     index: int | None = Field(default=None, description="the failing edit's index, or null")
+    details: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="facts to act on, e.g. a VERSION_MISMATCH's path, current_version and, for a section "
+        "op, current_section_version",
+    )
 
 
 class WikiInfo(Answer):
