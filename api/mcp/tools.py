@@ -466,21 +466,24 @@ no op changes); [] means clean. status queued or running (a busy queue): call ge
 wait_seconds=60 until it finishes; nothing else is needed. Errors are write_batch's (nothing is written \
 either way)."""
 
+# The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
+# it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
 LINK_FILES = ("wiki/a/redis.md", "wiki/b/redis.md", "wiki/a/x.md")
-# (linking page, link, the file it resolves to or None for broken) among LINK_FILES, as the engine resolves
-LINK_EXAMPLES: tuple[tuple[str, str, str | None], ...] = (
-    ("wiki/a/x.md", "[[redis]]", None),
-    ("wiki/a/x.md", "[[a/redis]]", "wiki/a/redis.md"),
-    ("wiki/a/x.md", "[[/wiki/b/redis.md]]", "wiki/b/redis.md"),
-    ("wiki/a/x.md", "[r](redis.md)", "wiki/a/redis.md"),
-    ("wiki/a/x.md", "[r](../b/redis)", "wiki/b/redis.md"),
+LINK_PAGE = "wiki/a/x.md"
+LINK_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("[[redis]]", "ambiguous"),
+    ("[[a/redis]]", "wiki/a/redis.md"),
+    ("[[A/Redis]]", "wiki/a/redis.md"),
+    ("[[/wiki/b/redis.md]]", "wiki/b/redis.md"),
+    ("[[c/redis]]", "missing"),
+    ("[r](redis.md)", "wiki/a/redis.md"),
+    ("[r](../b/redis)", "wiki/b/redis.md"),
 )
 
 
 def link_examples() -> str:
     """``LINK_EXAMPLES`` in words, as the write_batch description shows them."""
-    shown = [f"{link} is {target or 'ambiguous'}" for _, link, target in LINK_EXAMPLES]
-    return f"in {LINK_EXAMPLES[0][0]}, " + ", ".join(shown)
+    return f"in {LINK_PAGE}, " + ", ".join(f"{link} is {target}" for link, target in LINK_EXAMPLES)
 
 
 def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | None = None) -> MCPServer:

@@ -13,7 +13,19 @@ from pydantic import BaseModel, Field, ValidationError
 
 from api.mcp.listing import KEYWORDS as ALLOWED
 from api.mcp.listing import keywords, lean
-from api.mcp.tools import HINTS, CheckOutcome, Outline, WriteOutcome, build_server, invalid_arguments, trimmed
+from api.mcp.tools import (
+    HINTS,
+    LINK_EXAMPLES,
+    LINK_FILES,
+    LINK_PAGE,
+    CheckOutcome,
+    Outline,
+    WriteOutcome,
+    build_server,
+    invalid_arguments,
+    trimmed,
+)
+from worker.engine.markdown.links import find_links, resolve_target
 from worker.errors import CODES
 from worker.schema import answers
 from worker.schema.answers import FileDiff
@@ -279,3 +291,50 @@ def test_a_checks_diff_is_trimmed_for_agents_at_line_ends() -> None:
         ("c", "", True),
     ]
     assert trimmed(None) is None
+
+
+def test_the_link_rule_examples_are_what_the_engine_resolves() -> None:
+    """Each example of write_batch's link rule is derived from the engine: the file the engine resolves
+    the link to from the example page, or its reason for broken; and the description shows them all."""
+    derived = []
+    for link_text, _ in LINK_EXAMPLES:
+        links = find_links(link_text + "\n")
+        assert len(links) == 1, link_text
+        found = resolve_target(links[0], LINK_PAGE, LINK_FILES)
+        derived.append((link_text, found.path or found.reason))
+    assert derived == list(LINK_EXAMPLES)
+    assert {target for _, target in derived} >= {"ambiguous", "missing"}
+    shown = ", ".join(f"{link} is {target}" for link, target in derived)
+    assert (
+        f"wiki/a/redis.md and wiki/b/redis.md: in {LINK_PAGE}, {shown}." in tools()["write_batch"].description
+    )
+
+
+def test_the_link_rule_states_the_engines_resolution_order() -> None:
+    """The rule's claims, checked on the engine: a path-qualified link tries the root before wiki/, then a
+    path suffix; .md is tried before the bare name; a markdown link gets .md only when the path is no file."""
+    files = [
+        "dir/name.md",
+        "wiki/dir/name.md",
+        "wiki/x/dir/name.md",
+        "wiki/v1.2 notes.md",
+        "wiki/p",
+        "wiki/p.md",
+    ]
+
+    def to(link_text: str, files: list[str]) -> str | None:
+        return resolve_target(find_links(link_text + "\n")[0], "wiki/q.md", files).path
+
+    assert to("[[dir/name]]", files) == "dir/name.md"
+    assert to("[[dir/name]]", files[1:]) == "wiki/dir/name.md"
+    assert to("[[dir/name]]", files[2:]) == "wiki/x/dir/name.md"
+    assert to("[[v1.2 notes]]", files) == "wiki/v1.2 notes.md"
+    assert to("[[p]]", files) == "wiki/p.md"
+    assert to("[t](p)", files) == "wiki/p" and to("[t](p)", ["wiki/p.md"]) == "wiki/p.md"
+    description = tools()["write_batch"].description
+    for claim in (
+        "tries T.md, then T",
+        "that path from the root, else under wiki/",
+        "relative to the linking",
+    ):
+        assert claim in description, claim
