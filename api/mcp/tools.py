@@ -195,7 +195,7 @@ class CheckOutcome(BaseModel):
     )
     warnings: list[BatchWarning] | None = Field(
         default=None,
-        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN; empty when clean",
+        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT; empty when clean",
     )
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
@@ -462,8 +462,10 @@ replace_across entry's count per page is what its expected_count needs. diff: {{
 truncated?}} per changed file, 60 000 characters in all (get_job with the job_id gives all). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
-no op changes); [] means clean. status queued or running (a busy queue): call get_job with the job_id and \
-wait_seconds=60 until it finishes; nothing else is needed. Errors are write_batch's (nothing is written \
+no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
+earlier edit changed, e.g. by rewrite_links: that change is lost unless the content has it); [] means \
+clean. status queued or running (a busy queue): call get_job with the job_id and wait_seconds=60 until it \
+finishes; nothing else is needed. Errors are write_batch's (nothing is written \
 either way)."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why

@@ -242,10 +242,13 @@ class FileDiff(Answer):
 class BatchWarning(Answer):
     """What a dry run noticed without refusing: ``code`` (LINK_BROKEN: a link the batch leaves
     resolving to nothing; NOT_IN_INDEX: a created page index.md does not link to; NOT_REWRITTEN: links or
-    matches in a page no op may change, e.g. raw/), the page, and the line and link text when one link is
-    meant."""
+    matches in a page no op may change, e.g. raw/; OVERWRITES_BATCH_EDIT: an overwrite written against the
+    head's version of a page an earlier edit of the batch changed), the page, and the line and link text
+    when one link is meant."""
 
-    code: str = Field(description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN or TRUNCATED")
+    code: str = Field(
+        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT or TRUNCATED"
+    )
     path: str = Field(description="the page it is about")
     line: int | None = Field(
         default=None, exclude_if=lambda v: v is None, description="the link's line, 1-based"

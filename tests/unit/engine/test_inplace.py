@@ -396,3 +396,17 @@ def test_section_version_mismatch_carries_the_section_version_as_the_batch_left_
     assert details["current_section_version"] == now != v("stale")
     h, plan = run(first | {"expected_version": v(PAGE)}, stale | {"expected_section_version": now})
     assert "RDB.\n" in text_of(h, plan, "wiki/redis.md")
+
+
+def test_overwrite_against_the_head_after_an_earlier_edit_warns() -> None:
+    """An overwrite naming the head's version of a page an earlier edit of the batch changed is allowed,
+    but warned about (its content likely drops that change); naming the version the batch gave the page,
+    or overwriting an untouched page, is not."""
+    append = {"op": "append", "path": "wiki/redis.md", "content": "More.\n"}
+    over = {"op": "overwrite", "path": "wiki/redis.md", "content": "# Redis\n", "expected_version": v(PAGE)}
+    _, plan = run(append, over)
+    assert [(w.code, w.path) for w in plan.warnings] == [("OVERWRITES_BATCH_EDIT", "wiki/redis.md")]
+    assert "edit 1 overwrites" in plan.warnings[0].message and "edit(s) 0 " in plan.warnings[0].message
+    chained = over | {"expected_version": v(PAGE + "More.\n")}
+    assert run(append, chained)[1].warnings == []
+    assert run(over)[1].warnings == []
