@@ -75,6 +75,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "new": _s("string", "Replacement text."),
             "replace_all": _s("boolean", "replace: all occurrences.", default=False),
             "expected_count": _s("integer", "Exact number of matches.", minimum=1),
+            "outside_code": _s("boolean", "replace_across: prose only, never code.", default=False),
             "expected_version": _VERSION,
         },
         "required": ["op", "new"],

@@ -425,8 +425,9 @@ stays byte for byte.
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename}}: \
 heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
 Guard with expected_version or with page_outline's expected_section_version (that section only).
-- replace_across {{prefix, old or pattern, new, expected_count?}}: every page under prefix ('' for all; \
-never raw/ or non-text files). old is exact and case-sensitive; pattern is RE2 over the whole page ((?m) \
+- replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
+('' for all; never raw/ or non-text files). old is exact and case-sensitive (outside_code=true: only in \
+prose, never in code blocks, inline code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
 for ^ and $ at line ends), new may use \\1. check_batch's applied counts per page give expected_count.
 
 expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages) or the \

@@ -324,11 +324,20 @@ class ReplaceAcross(_Strict):
         int | None,
         Field(ge=1, description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
     ] = None
+    outside_code: Annotated[
+        bool,
+        Field(
+            description="Replace old only in prose, where links live: never in code blocks, inline code, "
+            "HTML blocks or the front matter (with old, not pattern)."
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _one_of_old_and_pattern(self) -> ReplaceAcross:
         if (self.old is None) == (self.pattern is None):
             raise ValueError("give exactly one of 'old' and 'pattern'")
+        if self.outside_code and self.old is None:
+            raise ValueError("outside_code takes 'old', not 'pattern'")
         return self
 
     @property
