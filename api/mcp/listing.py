@@ -58,6 +58,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "expected_version": _VERSION,
             "new_path": _s("string", "rename: where it moves."),
             "rewrite_links": _s("boolean", "rename: repoint links to it.", default=False),
+            "redirect_links_to": _s("string", "delete: repoint its links to this page."),
             "set": _s("object", "frontmatter: keys to set, JSON values."),
             "unset": _s("array", "frontmatter: keys to remove.", items=_TEXT),
         },

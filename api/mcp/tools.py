@@ -415,7 +415,8 @@ Each edit is one {{op, ...}}, applied in order to what the edits before it left:
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
 - replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte \
 (copy it from read_page's text); it must occur once unless replace_all.
-- delete {{path, expected_version}}.
+- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=another page repoints every \
+link to the deleted file there.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) with all \
 under it; rewrite_links=true repoints every link to what moved.
 - append {{path, content, expected_version?}}: text at the end (after a line break if the file lacks one).

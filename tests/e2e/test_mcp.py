@@ -285,3 +285,32 @@ async def test_search_replace_count_is_what_replace_across_replaces(svc: Service
         assert (none["matches"], none["replace_count"], none["replace_pages"]) == ([], 0, [])
     commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
     assert commits[0]["message"].startswith("seed")  # counting commits nothing
+
+
+async def test_delete_redirecting_links_and_replace_outside_code(svc: Service) -> None:
+    """Over MCP: a delete with redirect_links_to repoints the links to the page it deletes (one
+    rewrite_links entry per page), and replace_across with outside_code leaves code alone."""
+    wiki = seed(svc)
+    with_code = {"op": "create", "path": "wiki/code.md", "content": "[[other]] and `[[other]]`\n"}
+    async with connect(svc, "stdio") as client:
+        old = data(await call(client, "read_page", wiki=wiki, path="wiki/old.md"))
+        edits = [
+            {"op": "create", "path": "wiki/other.md", "content": "# Other\n"},
+            {
+                "op": "delete",
+                "path": "wiki/old.md",
+                "expected_version": old["version"],
+                "redirect_links_to": "wiki/other.md",
+            },
+            with_code,
+            {"op": "replace_across", "prefix": "wiki/", "old": "[[other]]", "new": "[[Other]]"}
+            | {"outside_code": True, "expected_count": 3},
+        ]
+        outcome = data(await call(client, "write_batch", wiki=wiki, message="Redirect", edits=edits))
+    assert outcome["status"] == "succeeded"
+    assert [(a["index"], a["op"], a["path"], a.get("count")) for a in outcome["applied"]][2:4] == [
+        (1, "rewrite_links", "wiki/links.md", 2),
+        (2, "create", "wiki/code.md", None),
+    ]
+    assert svc.page(wiki, "wiki/links.md")["content"] == "See [[Other]].\r\nAnd [[Other]] again.\n"
+    assert svc.page(wiki, "wiki/code.md")["content"] == "[[Other]] and `[[other]]`\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worker.engine.moves import redirect_after
 from worker.engine.plan import Applied
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
@@ -45,11 +46,21 @@ def replace(work: BatchState, index: int, edit: Replace) -> None:
 
 
 def delete(work: BatchState, index: int, edit: Delete) -> None:
-    """Delete an existing file."""
+    """Delete an existing file; with ``redirect_links_to``, rewrite every link to it to point to that page
+    (``moves.redirect_after``), which must exist once the file is gone (``NOT_FOUND``)."""
     work.existing(index, edit.path)
     work.check_version(index, edit.path, edit.expected_version)
     work.put(index, edit.path, None)
     work.applied.append(Applied(index, "delete", edit.path, None))
+    target = edit.redirect_links_to
+    if target is not None:
+        if work.current(target) is None:
+            raise BatchRejected(
+                "NOT_FOUND",
+                f"redirect_links_to {target!r} is no file at this point of the batch; create it first",
+                index,
+            )
+        redirect_after(work, index, edit.path, target)
 
 
 def replaced(index: int, edit: Replace, data: bytes, max_size: int) -> bytes:

@@ -183,12 +183,20 @@ class Replace(_Edit):
 
 
 class Delete(_Edit):
-    """Delete an existing file."""
+    """Delete an existing file; with ``redirect_links_to``, every link to it is repointed to that page."""
 
     model_config = ConfigDict(json_schema_extra=_path_schema(PATH_MOVABLE))
 
     op: Literal["delete"] = Field(description="The op: delete.")
     expected_version: Version = None
+    redirect_links_to: Annotated[
+        str | None,
+        Field(
+            description="Another page (existing when this edit runs): every link to the deleted file, in "
+            "every page, is rewritten to point there, as rename with rewrite_links does (never inside "
+            "code; pages under raw/ are never changed). applied gets one rewrite_links entry per page."
+        ),
+    ] = None
 
 
 class Rename(_Edit):
@@ -465,9 +473,12 @@ def content_size(edit: EditModel, index: int) -> int:
 
 def written_paths(edit: EditModel) -> list[str]:
     """The paths (or path prefixes) an edit may write, for write-prefix rights: a rename's both ends, a
-    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page."""
+    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page and a
+    delete that redirects them."""
     if isinstance(edit, Rename):
         return [edit.path, edit.new_path, *([""] if edit.rewrite_links else [])]
+    if isinstance(edit, Delete) and edit.redirect_links_to is not None:
+        return [edit.path, ""]
     return [edit.path]
 
 
