@@ -42,11 +42,10 @@ def _s(kind: str, description: str, **extra: Any) -> dict[str, Any]:
 
 
 _TEXT = {"type": "string"}
-_VERSION = _s("string", "From a read (see description).")
+_VERSION = {"type": "string"}  # what it takes is in the description, once
 EDIT_FAMILIES: list[dict[str, Any]] = [
     {
         "type": "object",
-        "description": "A whole-file op.",
         "properties": {
             "op": {
                 "type": "string",
@@ -66,7 +65,6 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
     },
     {
         "type": "object",
-        "description": "A text replace: in one page, or across every page under a prefix.",
         "properties": {
             "op": {"type": "string", "enum": ["replace", "replace_across"]},
             "path": _s("string", "replace: the page."),
@@ -83,7 +81,6 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
     },
     {
         "type": "object",
-        "description": "A section op.",
         "properties": {
             "op": {
                 "type": "string",

@@ -455,8 +455,8 @@ Dry-run a batch: every check write_batch makes, against the wiki's head now, and
 Commits nothing.
 
 Use it before write_batch for any refactor: show the user the diff and warnings, then call write_batch with \
-the same edits (check again after changing them). It reserves nothing: a page changed in between makes \
-write_batch fail VERSION_MISMATCH. Edits, versions, zones, links and limits ({max_edits} edits, \
+the same edits. It reserves nothing: a page changed in between makes write_batch fail VERSION_MISMATCH. \
+Edits, versions, zones, links and limits ({max_edits} edits, \
 {max_content}) are write_batch's: see its description.
 
 Returns {{job_id, status, applied, diff, warnings}}. applied is what write_batch would answer: a \
@@ -467,8 +467,7 @@ page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links
 no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
 earlier edit changed, e.g. by rewrite_links: that change is lost unless the content has it); [] means \
 clean. status queued or running (a busy queue): call get_job with the job_id and wait_seconds=60 until it \
-finishes; nothing else is needed. Errors are write_batch's (nothing is written \
-either way)."""
+finishes. Errors are write_batch's; nothing is written either way."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
 # it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
