@@ -1,7 +1,8 @@
 """The one error family of wikiq.
 
 Every refusal carries a stable ``code`` from the contract (section 3.3), a message a person can act on,
-and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes to HTTP statuses.
+and, where one edit is to blame, that edit's ``index``; some carry ``details`` a program can act on (a
+``VERSION_MISMATCH`` the page's current version, and a section's). Only ``api/`` maps codes to HTTP statuses.
 
     WikiqError                 code, message, index
     ├── BatchRejected          a batch refused: statically at submission or by preflight in the worker
@@ -71,17 +72,29 @@ class WikiqError(Exception):
 
     code = "INTERNAL"
 
-    def __init__(self, message: str, *, code: str | None = None, index: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        index: int | None = None,
+        details: dict[str, object] | None = None,
+    ) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
         assert self.code in CODES, self.code
         self.message = message
         self.index = index
+        self.details = details
 
     def to_dict(self) -> dict[str, object]:
-        """The contract's error object body: ``{"code", "message", "index"}``."""
-        return {"code": self.code, "message": self.message, "index": self.index}
+        """The contract's error object body: ``{"code", "message", "index"}``, and ``details`` when the
+        refusal has some."""
+        body: dict[str, object] = {"code": self.code, "message": self.message, "index": self.index}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code}, {self.message!r}, index={self.index})"
@@ -90,8 +103,10 @@ class WikiqError(Exception):
 class BatchRejected(WikiqError):
     """A batch refused as a whole; ``index`` names the failing edit when there is one."""
 
-    def __init__(self, code: str, message: str, index: int | None = None) -> None:
-        super().__init__(message, code=code, index=index)
+    def __init__(
+        self, code: str, message: str, index: int | None = None, details: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message, code=code, index=index, details=details)
 
 
 class WikiNotFound(WikiqError):

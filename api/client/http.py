@@ -50,17 +50,28 @@ T = TypeVar("T")
 class ClientError(Exception):
     """A refusal from the API: the contract's ``code``, ``message`` and ``index``, and the HTTP ``status``."""
 
-    def __init__(self, code: str, message: str, index: int | None = None, status: int | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        index: int | None = None,
+        status: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(f"{code}: {message}" + (f" (edit {index})" if index is not None else ""))
         self.code = code
         self.message = message
         self.index = index
         self.status = status
+        self.details = details
 
     @property
     def error(self) -> ErrorInfo:
-        """The contract's error object."""
-        return ErrorInfo(code=self.code, message=self.message, index=self.index)
+        """The contract's error object (with its ``details`` when it had some)."""
+        error = ErrorInfo(code=self.code, message=self.message, index=self.index)
+        if self.details is not None:
+            error.details = self.details
+        return error
 
 
 class ConnectionFailed(ClientError):
@@ -74,7 +85,7 @@ def raise_for_error(job: Job) -> Job:
     """``job`` itself, or ``ClientError`` with the job's error when it failed."""
     if job.status == "failed":
         error = job.error or ErrorInfo(code="INTERNAL", message="the job failed without an error")
-        raise ClientError(error.code, error.message, error.index)
+        raise ClientError(error.code, error.message, error.index, details=error.details)
     return job
 
 
@@ -180,8 +191,10 @@ class _Calls:
         return _Call("POST", f"/v1/wikis/{_segment(wiki)}/pages:read", PageSet.model_validate, json=body)
 
     @staticmethod
-    def backlinks(wiki: str, path: str, limit: int) -> _Call[BacklinkList]:
-        params = {"path": path, "limit": limit}
+    def backlinks(wiki: str, path: str, limit: int, cursor: str | None) -> _Call[BacklinkList]:
+        params: dict[str, Any] = {"path": path, "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
         return _Call(
             "GET", f"/v1/wikis/{_segment(wiki)}/backlinks", BacklinkList.model_validate, params=params
         )
@@ -243,7 +256,7 @@ def _answer(call: _Call[T], response: httpx.Response) -> T:
     except (ValueError, KeyError, TypeError):
         text = response.text[:200].strip() or response.reason_phrase
         raise ClientError(f"HTTP_{response.status_code}", text, None, response.status_code) from None
-    raise ClientError(error.code, error.message, error.index, response.status_code)
+    raise ClientError(error.code, error.message, error.index, response.status_code, error.details)
 
 
 def _unreachable(url: str, exc: httpx.TransportError) -> ConnectionFailed:
@@ -335,9 +348,10 @@ class Client(_Base):
         """A file's exact bytes at the head."""
         return self.read_page(wiki, path).data()
 
-    def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
-        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
-        return self._run(_Calls.backlinks(wiki, path, limit))
+    def backlinks(self, wiki: str, path: str, limit: int = 1000, cursor: str | None = None) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line,
+        ``limit`` at a time after ``cursor`` (the answer's ``next_cursor``)."""
+        return self._run(_Calls.backlinks(wiki, path, limit, cursor))
 
     def search(
         self,
@@ -473,9 +487,12 @@ class AsyncClient(_Base):
         """A file's exact bytes at the head."""
         return (await self.read_page(wiki, path)).data()
 
-    async def backlinks(self, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
-        """Every link at the head (outside code) that resolves to ``path``, with its page and line."""
-        return await self._run(_Calls.backlinks(wiki, path, limit))
+    async def backlinks(
+        self, wiki: str, path: str, limit: int = 1000, cursor: str | None = None
+    ) -> BacklinkList:
+        """Every link at the head (outside code) that resolves to ``path``, with its page and line,
+        ``limit`` at a time after ``cursor`` (the answer's ``next_cursor``)."""
+        return await self._run(_Calls.backlinks(wiki, path, limit, cursor))
 
     async def search(
         self,

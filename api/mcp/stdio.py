@@ -42,8 +42,8 @@ class ClientBackend:
         found: PageSet = await self._call(self.client.read_pages(wiki, paths, sections=sections))
         return found
 
-    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList:
-        found: BacklinkList = await self._call(self.client.backlinks(wiki, path, limit))
+    async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList:
+        found: BacklinkList = await self._call(self.client.backlinks(wiki, path, limit, cursor))
         return found
 
     async def search(

@@ -27,8 +27,10 @@ from typing import Annotated, Any, Protocol
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, JsonValue, ValidationError
+from mcp.types import Tool as MCPTool
+from pydantic import BaseModel, Field, ValidationError
 
+from api.mcp.listing import EDIT_AS_WRITE_BATCH, OUTPUTS, input_schema
 from worker.schema.answers import (
     Applied,
     BacklinkList,
@@ -71,7 +73,7 @@ class Backend(Protocol):
 
     async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet: ...
 
-    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList: ...
+    async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList: ...
 
     async def search(
         self,
@@ -103,17 +105,18 @@ warnings, then write_batch the same edits. Zones: wiki/** any edit; raw/** creat
 and schema.md are never deleted or renamed."""
 
 HINTS = {
-    "VERSION_MISMATCH": "The page changed since you read it. expected_version must be its version at the "
-    "head or one an earlier edit of this batch gave it: read_page it again, redo this edit on the new "
-    "content, and send the whole batch again.",
+    "VERSION_MISMATCH": "The page changed since you read it; error.details.current_version is its version "
+    "now (current_section_version for a section op). If your edit does not depend on what changed (a "
+    "section of its own, a delete), send the batch again with that version; else read the page again and "
+    "redo the edit.",
     "VERSION_REQUIRED": "Add expected_version (from read_page or list_pages; a section op may give "
     "expected_section_version from page_outline instead).",
-    "OLD_NOT_FOUND": "Read the page with raw=true and copy `old` exactly (no line numbers); for "
-    "replace_across, check the text or pattern with search_wiki.",
+    "OLD_NOT_FOUND": "Copy `old` exactly from read_page's text after its '---' line (never from "
+    "line_numbers=true); replace_across is case-sensitive and reads a pattern over the whole page.",
     "OLD_NOT_UNIQUE": "Make `old` longer with surrounding text so it occurs once, or set replace_all=true "
     "(with expected_count to guard the number).",
-    "COUNT_MISMATCH": "The message gives the real count: read again (search_wiki for replace_across) and "
-    "correct expected_count or the text.",
+    "COUNT_MISMATCH": "The message gives the real count: correct expected_count or the text (for "
+    "replace_across, check_batch's applied count per page is what it will replace).",
     "SECTION_NOT_FOUND": "Call page_outline and use one of the section addresses it lists as heading.",
     "SECTION_AMBIGUOUS": "Use one of the addresses the message lists ('Parent > Child') as heading.",
     "FRONTMATTER_INVALID": "The page's front matter is not a YAML mapping: fix it with overwrite or replace.",
@@ -168,21 +171,12 @@ IdempotencyKey = Annotated[
     str | None,
     Field(
         max_length=256,
-        description="Optional. The same key with the same batch returns the same job instead of a second "
-        "commit: reuse it when retrying after a lost answer.",
+        description="The same key and batch answer the same job, not a second commit: retry with it.",
     ),
 ]
-EXAMPLE_EDITS: list[JsonValue] = [
-    {"op": "create", "path": "wiki/redis/persistence.md", "content": "# Persistence\n\nAOF and RDB.\n"},
-    {
-        "op": "remove_section",
-        "path": "wiki/redis.md",
-        "heading": "Redis > Persistence",
-        "expected_version": "3b18e512dba79e4c8300dd08aeb37f8e728b8dad",
-    },
-    {"op": "rename", "path": "wiki/db", "new_path": "wiki/databases", "rewrite_links": True},
-    {"op": "append", "path": "log.md", "content": "- Split the Redis page\n"},
-]
+
+
+UNFINISHED = "The job is still {status}: call get_job with this job_id and wait_seconds=60 until it finishes."
 
 
 class WriteOutcome(BaseModel):
@@ -190,18 +184,12 @@ class WriteOutcome(BaseModel):
 
     job_id: str = Field(description="the job; get_job follows it")
     status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
-    dry_run: bool = Field(default=False, description="true when the batch was only checked")
-    commit: str | None = Field(
-        default=None, description="the new commit; null for a dry run or an unfinished job"
-    )
+    commit: str | None = Field(default=None, description="the new commit; null for an unfinished job")
     applied: list[Applied] | None = Field(
         default=None,
         description="one entry per edit, plus one per moved file and rewritten page",
     )
-    diff: list[FileDiff] | None = Field(
-        default=None, description="dry run only: the unified diff of each file"
-    )
-    warnings: list[BatchWarning] | None = Field(default=None, description="dry run only: what to look at")
+    hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
 class CheckOutcome(BaseModel):
@@ -215,8 +203,9 @@ class CheckOutcome(BaseModel):
     )
     warnings: list[BatchWarning] | None = Field(
         default=None,
-        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN; empty when clean",
+        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT; empty when clean",
     )
+    hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
 class Outline(BaseModel):
@@ -268,10 +257,45 @@ def invalid_arguments(exc: ValidationError) -> CallToolResult:
     return _refusal(ErrorInfo(code=code, message=f"{where}: {message}", index=index))
 
 
+UNKNOWN_ARGUMENTS = {
+    ("write_batch", "dry_run"): "write_batch always commits: check a batch with check_batch instead",
+}
+
+
 class WikiqServer(MCPServer):
-    """The SDK's server, answering arguments that fail the input schema like every other refusal."""
+    """The SDK's server, listing lean schemas (``api.mcp.listing``) and answering arguments that fail the
+    tool's signature like every other refusal."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The tools, each with its lean argument schema and its short answer schema."""
+        listed = await super().list_tools()
+        return [
+            tool.model_copy(
+                update={
+                    "input_schema": input_schema(
+                        tool.input_schema, EDIT_AS_WRITE_BATCH if tool.name == "check_batch" else None
+                    ),
+                    "output_schema": OUTPUTS[tool.name],
+                }
+            )
+            for tool in listed
+        ]
+
+    _arguments: dict[str, set[str]] | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """The tool's answer; INVALID_BATCH for an argument the tool does not take (an unknown argument is
+        never ignored: ``dry_run`` given to write_batch must not commit)."""
+        if self._arguments is None:
+            self._arguments = {
+                tool.name: set(tool.input_schema["properties"]) for tool in await self.list_tools()
+            }
+        unknown = sorted(set(arguments) - self._arguments.get(name, set(arguments)))
+        if unknown:
+            advice = UNKNOWN_ARGUMENTS.get((name, unknown[0]), "see the tool's input schema")
+            return _refusal(
+                ErrorInfo(code="INVALID_BATCH", message=f"{unknown[0]}: unknown argument; {advice}")
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -305,10 +329,42 @@ async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
         return _refusal(exc.error)
 
 
-def _numbered(page: Page) -> str:
-    head = f"{page.path} version={page.version} size={page.size} commit={page.commit}"
+async def replace_counts(backend: Backend, wiki: str, query: str, regex: bool, prefix: str) -> dict[str, int]:
+    """How many matches a ``replace_across`` of ``query`` (``old``, or ``pattern`` with ``regex``) under
+    ``prefix`` would replace, per page: a dry run of exactly that edit (replacing each match by itself), so
+    the count is replace_across's own. Empty when it matches nothing."""
+    edit: dict[str, Any] = {"op": "replace_across", "prefix": prefix, "new": query}
+    edit |= {"pattern": query, "new": "\\g<0>"} if regex else {"old": query}
+    batch = Batch.model_validate({"message": "count", "edits": [edit], "dry_run": True})
+    job = await backend.submit(wiki, batch, MAX_WAIT, None)
+    if job.status == "failed" and job.error is not None:
+        if job.error.code == "OLD_NOT_FOUND":
+            return {}
+        raise Refused(job.error)
+    if job.result is None:
+        raise Refused(
+            ErrorInfo(code="RATE_LIMITED", message="the count's dry run is still queued: call again")
+        )
+    return {entry.path: entry.count or 0 for entry in job.result.applied if entry.op == "replace_across"}
+
+
+def _head(page: Page) -> str:
+    return f"{page.path} version={page.version} size={page.size} commit={page.commit}"
+
+
+def _exact(page: Page) -> str:
+    """A page as text to copy from: a header line (and the outline, when asked), a line ``---``, then
+    the content exactly."""
     if page.encoding != "utf-8":
-        return f"{head}\n(not UTF-8 text: {page.size} bytes, base64 in structured content; raw=true for it)"
+        return f"{_head(page)}\n(not UTF-8 text: {page.size} bytes, base64 in the structured content)"
+    return _head(page) + _outline_text(page.sections) + "\n---\n" + page.content
+
+
+def _numbered(page: Page) -> str:
+    """A page as text to read: a header line, the lines numbered, the outline when asked."""
+    head = _head(page)
+    if page.encoding != "utf-8":
+        return f"{head}\n(not UTF-8 text: {page.size} bytes, base64 in the structured content)"
     lines = page.content.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -334,62 +390,112 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing is written; index names the failing edit; the hint says what to do): VERSION_MISMATCH, \
-VERSION_REQUIRED: read the page again, redo that edit; OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH: \
-copy a longer `old` from read_page raw=true, fix the count; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: use an \
-address from page_outline; NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: check list_pages; ZONE_FORBIDDEN, \
-PROTECTED_PATH, INVALID_PATH: use a path the zones allow; FRONTMATTER_INVALID, PATTERN_INVALID, \
-INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY: \
-split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND: list_wikis; IDEMPOTENCY_CONFLICT: new key; \
-FORBIDDEN: ask the user; RATE_LIMITED: wait, retry; INTERNAL: retry once, then tell them."""
+Errors (nothing is written; error.index names the failing edit; the hint says what to do): \
+VERSION_MISMATCH (error.details: current_version, and current_section_version for a section op), \
+VERSION_REQUIRED; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
+COUNT_MISMATCH (the message gives the real count); SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
+NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: see list_pages; ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH; \
+FRONTMATTER_INVALID, PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, \
+BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; \
+IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED: wait, retry once; INTERNAL: retry \
+once, then tell the user."""
 
-WRITE_BATCH = """\
-Apply typed edits to a wiki as ONE git commit on main: all of them, or none.
+LINK_RULE = """\
+Links (what rewrite_links, find_backlinks and LINK_BROKEN follow; never inside code): a markdown link \
+[t](../b/c.md) is relative to the linking page's folder (/x.md from the wiki root), .md added when the path \
+without it is no file. A wikilink [[T]] (also [[T#heading|label]], ![[T]]) tries T.md, then T: [[/T]] is \
+exactly that path from the root; [[dir/name]] is that path from the root, else under wiki/, else any file \
+whose path ends with /dir/name; a bare [[name]] is any file named name.md in any folder. Two matches make \
+the link ambiguous (broken); letter case is ignored only when the exact case finds nothing. With \
+wiki/a/redis.md and wiki/b/redis.md: {examples}."""
 
-It changes the wiki (git keeps history, but no tool undoes a commit). Call it only after the user agreed \
-to the plan; for any refactor (moves, several pages, sections, links) run check_batch with the same edits \
-first and show its diff and warnings.
 
-Edits apply in order, each to the state the earlier ones left; each op's fields are in the edits schema: \
-create, overwrite, replace, delete, rename (a file or folder; rewrite_links fixes every link to it), \
-append, frontmatter, replace_section, append_section, insert_section_after, remove_section, \
-rename_section, replace_across (literal or RE2 over every page under a prefix).
+WRITE_BATCH = (
+    """\
+Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
-expected_version: the version read_page/list_pages gave, or one an earlier edit of this batch gave the path \
-(chain edits without re-reading). Required to change a page that exists when the batch starts (section ops \
-may send expected_section_version instead); optional on append and frontmatter (omitted, they never \
-conflict); ignored for a path created earlier in the batch.
+Call it only after the user agreed to the plan. For a refactor (moves, sections, links, several pages) run \
+check_batch with the same edits first and show the user its diff and warnings. Limits: {max_edits} edits, \
+{max_content} of content, {max_file} a file, {max_output} written in all: split bigger work up front, index \
+and log in the last batch.
 
-Zones: wiki/** any op; raw/** create only (never rewritten); index.md, log.md, schema.md: create and \
-edit, never delete or rename. Limits: {max_edits} edits, {max_content} of content, {max_file} per file, \
-{max_output} written a batch: split bigger work up front, index and log in the last batch.
+Each edit is one {{op, ...}}, applied in order to what the edits before it left:
+- create {{path, content, encoding?}}: a new file (PATH_EXISTS if it exists); encoding "base64" for bytes.
+- overwrite {{path, content, encoding?, expected_version}}: the whole new content.
+- replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte \
+(copy it from read_page's text); it must occur once unless replace_all.
+- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=another page repoints every \
+link to the deleted file there.
+- rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) with all \
+under it; rewrite_links=true repoints every link to what moved.
+- append {{path, content, expected_version?}}: text at the end (after a line break if the file lacks one).
+- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; the rest \
+stays byte for byte.
+- replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
+new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename}}: \
+heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
+Guard with expected_version or with page_outline's expected_section_version (that section only).
+- replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
+('' for all; never raw/ or non-text files). old is exact and case-sensitive (outside_code=true: only in \
+prose, never in code blocks, inline code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
+for ^ and $ at line ends), new may use \\1. check_batch's applied counts per page give expected_count.
 
-Returns {{job_id, status, commit, applied}}; applied has one entry per edit, plus one per moved file and \
-per page rewritten (rewrite_links, replace_across, with count). Still queued after 60 s, or wait=false: \
-get_job. After a lost answer, retry with the same idempotency_key.
+expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages) or the \
+applied[].version an earlier edit of this batch gave the path. Required to change a file that exists when \
+the batch starts; optional on append and frontmatter; ignored for a path created in the batch.
 
-""" + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
+Paths are relative POSIX, e.g. wiki/db/redis.md; the server checks them (INVALID_PATH says why). Zones: \
+wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.
+
+"""
+    + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
+    + """
+
+Returns {{job_id, status, commit, applied}}: applied has one entry per edit, one per moved file and one per \
+page rewritten (with count). status queued or running (after 60 s, or wait=false): call get_job with \
+wait_seconds=60. After a lost answer, retry with the same idempotency_key.
+
+"""
+    + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
+)
 
 CHECK_BATCH = """\
-Dry-run a batch: every check write_batch makes, on the wiki as it is now, and what the batch would \
-change; nothing is committed.
+Dry-run a batch: every check write_batch makes, against the wiki's head now, and what it would change. \
+Commits nothing.
 
-Use it before write_batch for any refactor (moves with rewrite_links, section edits, replace_across, \
-several pages), show the user the diff and warnings, then call write_batch with the same edits. Check \
-again after changing the edits. It reserves nothing: a page changed before write_batch makes that fail \
-VERSION_MISMATCH.
+Use it before write_batch for any refactor: show the user the diff and warnings, then call write_batch with \
+the same edits. It reserves nothing: a page changed in between makes write_batch fail VERSION_MISMATCH. \
+Edits, versions, zones, links and limits ({max_edits} edits, \
+{max_content}) are write_batch's: see its description.
 
-Takes the same edits as write_batch (same schema, versions, zones and limits: {max_edits} edits, \
-{max_content} of content).
+Returns {{job_id, status, applied, diff, warnings}}. applied is what write_batch would answer: a \
+replace_across entry's count per page is what its expected_count needs. diff: {{path, old_path?, diff, \
+truncated?}} per changed file, 60 000 characters in all (get_job with the job_id gives all). warnings \
+{{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
+page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
+no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
+earlier edit changed, e.g. by rewrite_links: that change is lost unless the content has it); [] means \
+clean. status queued or running (a busy queue): call get_job with the job_id and wait_seconds=60 until it \
+finishes. Errors are write_batch's; nothing is written either way."""
 
-Returns {{job_id, status, applied, diff, warnings}}: applied as write_batch would answer it; diff is one \
-unified diff per changed file ({{path, old_path for a move, diff, truncated when cut}}; 60 000 \
-characters in all here, get_job with the job_id answers the whole diff); warnings ({{code, path, line, \
-link, message}}) are LINK_BROKEN (a link the batch leaves resolving to nothing: fix its target or add \
-the page), NOT_IN_INDEX (a created page index.md does not link to: add it to index.md), NOT_REWRITTEN \
-(links or matches in a raw/ page no op may change). An empty warnings list means the refactor is clean.
+# The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
+# it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
+LINK_FILES = ("wiki/a/redis.md", "wiki/b/redis.md", "wiki/a/x.md")
+LINK_PAGE = "wiki/a/x.md"
+LINK_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("[[redis]]", "ambiguous"),
+    ("[[a/redis]]", "wiki/a/redis.md"),
+    ("[[A/Redis]]", "wiki/a/redis.md"),
+    ("[[/wiki/b/redis.md]]", "wiki/b/redis.md"),
+    ("[[c/redis]]", "missing"),
+    ("[r](redis.md)", "wiki/a/redis.md"),
+    ("[r](../b/redis)", "wiki/b/redis.md"),
+)
 
-""" + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
+
+def link_examples() -> str:
+    """``LINK_EXAMPLES`` in words, as the write_batch description shows them."""
+    return f"in {LINK_PAGE}, " + ", ".join(f"{link} is {target}" for link, target in LINK_EXAMPLES)
 
 
 def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | None = None) -> MCPServer:
@@ -411,9 +517,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     edits_field = Field(
         min_length=1,
         max_length=limits.max_edits,
-        description=f"1 to {limits.max_edits} edits, applied in order; each is one {{op, ...}} of the "
-        "schema below.",
-        json_schema_extra={"examples": [EXAMPLE_EDITS]},
+        description=f"1 to {limits.max_edits} edits, applied in order; the ops are in write_batch's "
+        "description.",
     )
     Edits = Annotated[list[Edit], edits_field]
 
@@ -431,10 +536,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def list_wikis(ctx: Context) -> Annotated[CallToolResult, WikiList]:
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
-        Read-only. Call it first to learn the wiki ids every other tool takes; head is the commit id of
-        main (null for an empty wiki). A wiki missing here does not exist or is not visible to your token
-        (the two look the same). Errors: UNAUTHORIZED (the connection has no valid token: tell the user),
-        RATE_LIMITED (wait a few seconds, call again), INTERNAL (retry once, then tell the user).
+        Read-only. Call it first: every other tool takes a wiki id from here. head is main's commit (null for
+        an empty wiki). A wiki missing here does not exist or is not visible to your token (the two look the
+        same). Errors: UNAUTHORIZED (no valid token: tell the user), RATE_LIMITED (wait, retry), INTERNAL
+        (retry once).
         """
         return await _answered(backend_for(ctx).list_wikis())
 
@@ -442,24 +547,18 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def list_pages(
         wiki: WikiId,
         ctx: Context,
-        prefix: Annotated[
-            str, Field(max_length=4096, description="Only paths starting with this text, e.g. wiki/redis/.")
-        ] = "",
-        limit: Annotated[
-            int, Field(ge=1, le=10_000, description="At most this many entries (1-10000).")
-        ] = 200,
+        prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/redis/.")] = "",
+        limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many entries.")] = 200,
         cursor: Annotated[
-            str | None, Field(max_length=8192, description="Optional: next_cursor of the previous call.")
+            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
         ] = None,
     ) -> Annotated[CallToolResult, PageList]:
         """List the files at a wiki's head, sorted by path: {pages: [{path, version, size}], next_cursor}.
 
-        Read-only. Use it to see what exists before planning edits; to find pages by their text use
-        search_wiki, by their links find_backlinks. version is what an edit's expected_version needs (the
-        same read_page gives); size is in bytes. prefix is a plain string prefix, not a glob. When
-        next_cursor is not null there are more files: call again with cursor=next_cursor. Errors:
-        WIKI_NOT_FOUND (see list_wikis), INVALID_BATCH (a cursor this tool did not give), RATE_LIMITED
-        (wait, retry), INTERNAL (retry once).
+        Read-only. Use it to see what exists before planning edits (search_wiki finds pages by text,
+        find_backlinks by links). version is an edit's expected_version; size is in bytes; prefix is a plain
+        string prefix, not a glob. next_cursor not null: call again with cursor=next_cursor for more. Errors:
+        WIKI_NOT_FOUND (see list_wikis), INVALID_BATCH (a cursor not from here), RATE_LIMITED, INTERNAL.
         """
         return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
 
@@ -468,30 +567,29 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         wiki: WikiId,
         path: PagePath,
         ctx: Context,
-        raw: Annotated[
-            bool, Field(description="Text is exactly the file's content: copy a replace's `old` from it.")
-        ] = False,
         sections: Annotated[
             bool, Field(description="Also answer the heading tree (as page_outline does).")
+        ] = False,
+        line_numbers: Annotated[
+            bool, Field(description="Show the text with numbered lines, to read.")
         ] = False,
     ) -> Annotated[CallToolResult, Page]:
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
-        Read-only. Read a page before you change it: its version is the expected_version of the edit (and
-        goes stale when anyone commits a change to the page). The text shows a header line and the content
-        with line numbers, for reading: never copy the numbers into an edit. raw=true gives exactly the
-        file's bytes as text, what a replace's `old` must match. sections=true adds each heading's address
-        and version, for section ops. The structured result always holds the exact content; a file that
-        is not UTF-8 comes base64 (encoding="base64"). For several pages at once use read_pages. Errors:
-        NOT_FOUND (find the path with list_pages or search_wiki), INVALID_PATH, BATCH_TOO_LARGE (over
-        {max_file}: clone the repository instead), WIKI_NOT_FOUND, RATE_LIMITED (wait, retry), INTERNAL
-        (retry once).
+        Read-only. Read a page before you change it: version is the edit's expected_version (stale once anyone
+        changes the page). The text is a header line (path, version, size, commit; the outline with
+        sections=true), a line ---, then the content exactly as stored: copy a replace's old from it.
+        line_numbers=true numbers the lines instead, for reading only (never copy the numbers). sections=true
+        adds the heading tree as page_outline gives it. The structured content is always exact; bytes that are
+        not UTF-8 come base64. Several pages: read_pages. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
+        BATCH_TOO_LARGE (over {max_file}: clone the repository), WIKI_NOT_FOUND, RATE_LIMITED (wait, retry),
+        INTERNAL (retry once).
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, sections)
         except Refused as exc:
             return _refusal(exc.error)
-        return _answer(page, page.content if raw else _numbered(page))
+        return _answer(page, _numbered(page) if line_numbers else _exact(page))
 
     @register(title="Read pages", annotations=READ_ONLY)
     async def read_pages(
@@ -506,21 +604,25 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ],
         ctx: Context,
         sections: Annotated[bool, Field(description="Also answer each page's heading tree.")] = False,
+        line_numbers: Annotated[
+            bool, Field(description="Show the text as numbered pages, to read (default: exact JSON).")
+        ] = False,
     ) -> Annotated[CallToolResult, PageSet]:
-        """Read many files at one commit of a wiki's head: {commit, pages: [page...], errors: [{path,
-        code, message}]}.
+        """Read many files at one commit of a wiki's head: {commit, pages: [page...], errors: [{path, code,
+        message}]}.
 
-        Read-only. Use it instead of many read_page calls when planning a refactor (e.g. every page
-        find_backlinks named). Each page is what read_page answers (version, exact content, sections with
-        sections=true); a path that is missing (NOT_FOUND), invalid (INVALID_PATH) or past {max_file} of
-        content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a failure.
-        The text shows each page numbered, like read_page. Errors of the call: INVALID_BATCH (no paths or
-        over {max_paths}), WIKI_NOT_FOUND, RATE_LIMITED (wait, retry), INTERNAL (retry once).
+        Read-only. Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page
+        is what read_page answers, content exact (the text is this answer as JSON; line_numbers=true shows
+        numbered pages instead, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or past
+        {max_file} of content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a
+        failure. Errors: INVALID_BATCH (no paths or over {max_paths}), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections)
         except Refused as exc:
             return _refusal(exc.error)
+        if not line_numbers:
+            return _answer(found)
         text = "\n\n".join(_numbered(page) for page in found.pages)
         if found.errors:
             text += "\n\nnot read: " + "; ".join(f"{e.path}: {e.code}" for e in found.errors)
@@ -531,13 +633,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path, address,
         line, end_line, version}]}.
 
-        Read-only, cheaper to read than the whole page. Use it before a section op (replace_section,
-        append_section, insert_section_after, remove_section, rename_section): send a section's address as
-        the op's heading (the heading text, or 'Parent > Child' when the text is not unique) and its
-        version as expected_section_version, so that edits of other sections by others do not conflict;
-        the page's version works too, as expected_version. Headings inside code are not headings. Lines
-        are 1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND,
-        RATE_LIMITED (wait, retry), INTERNAL (retry once).
+        Read-only, cheaper than the page. Use it before a section op: send a section's address as the op's
+        heading and its version as expected_section_version, so edits of other sections do not conflict (the
+        page's version works too, as expected_version). Headings inside code are not headings; lines are
+        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND,
+        RATE_LIMITED, INTERNAL.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, True)
@@ -564,50 +664,61 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         case_sensitive: Annotated[
             bool, Field(description="Match letter case exactly (default: ignore).")
         ] = False,
-        prefix: Annotated[
-            str, Field(max_length=4096, description="Only files whose path starts with this, e.g. wiki/db/.")
-        ] = "",
-        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many matches (1-1000).")] = 50,
+        prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/db/.")] = "",
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many matches.")] = 50,
         cursor: Annotated[
-            str | None, Field(max_length=8192, description="Optional: next_cursor of the previous call.")
+            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
         ] = None,
+        replace_count: Annotated[
+            bool, Field(description="Also answer how many matches replace_across would replace.")
+        ] = False,
     ) -> Annotated[CallToolResult, MatchList]:
-        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor}.
+        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
+        replace_pages?}.
 
-        Read-only. Literal substring by default, ASCII case ignored; regex=true takes an RE2 pattern over
-        each page (linear time; no look-around or backreferences), reported at the line where a match
-        starts. Matches come by path, then line (1-based); version is the page's, ready for an edit's
-        expected_version; a very long line is cut around the match. Use it to find pages to read, and to
-        check the text or pattern of a replace_across (its count of matching lines is a lower bound of the
-        matches). To find the links to a page use find_backlinks, which resolves links properly. When
-        next_cursor is not null there are more: call again with cursor=next_cursor. Errors:
-        PATTERN_INVALID (fix the pattern), INVALID_BATCH (a multi-line query or a foreign cursor),
-        WIKI_NOT_FOUND, RATE_LIMITED (wait, retry), INTERNAL (retry once).
+        Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true; regex=true
+        takes an RE2 pattern (no look-around or backreferences) with ^ and $ at every line end; one match per
+        line, at the line where a match starts. By path, then line (1-based); version is the page's; a very
+        long line is cut around the match. Use it to find pages to read; for links use find_backlinks.
+        replace_across differs: it is case-sensitive, reads a pattern over the whole page (^ and $ at its ends
+        unless (?m)), counts every occurrence and skips raw/. replace_count=true answers its exact count for
+        this query (old, or pattern with regex=true) and prefix: replace_count in all and replace_pages
+        [{path, count}], the expected_count to send. When next_cursor is set: call again with
+        cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query or foreign cursor),
+        WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
-        call = backend_for(ctx).search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
-        return await _answered(call)
+        backend = backend_for(ctx)
+        try:
+            found = await backend.search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
+            if replace_count:
+                counts = await replace_counts(backend, wiki, query, regex, prefix)
+                found.replace_count = sum(counts.values())  # type: ignore[attr-defined]  # extra fields
+                found.replace_pages = [{"path": p, "count": n} for p, n in counts.items()]  # type: ignore[attr-defined]
+        except Refused as exc:
+            return _refusal(exc.error)
+        return _answer(found)
 
     @register(title="Find backlinks", annotations=READ_ONLY)
     async def find_backlinks(
         wiki: WikiId,
         path: PagePath,
         ctx: Context,
-        limit: Annotated[
-            int, Field(ge=1, le=10_000, description="At most this many links (1-10000).")
-        ] = 1000,
+        limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many links.")] = 1000,
+        cursor: Annotated[
+            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
+        ] = None,
     ) -> Annotated[CallToolResult, BacklinkList]:
         """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
-        version}], truncated}.
+        version}], truncated, next_cursor?}.
 
-        Read-only. Every wikilink ([[name]], [[folder/name#heading|label]], ![[embed]]) and relative
-        markdown link ([label](../page.md)) in any page, outside code, that resolves to this page, by
-        linking page then line, with the link as written and the linking page's version. Use it before
-        renaming, moving, splitting or deleting a page: a rename with rewrite_links fixes these links
-        itself; for a split or a delete, edit them in the same batch. truncated=true: more links than
-        limit. Errors: NOT_FOUND (the page does not exist: see list_pages), WIKI_NOT_FOUND, RATE_LIMITED
-        (wait, retry), INTERNAL (retry once).
+        Read-only. Every wikilink and relative markdown link outside code that resolves to the page (the rule
+        is in write_batch's description), by linking page then line, with the link as written and the linking
+        page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links fixes
+        these itself; for a split or delete, edit them in the same batch. truncated=true: there are more; call
+        again with cursor=next_cursor for the next ones. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
+        INVALID_BATCH (a cursor not from here), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
         """
-        return await _answered(backend_for(ctx).backlinks(wiki, path, limit))
+        return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
 
     async def run_batch(
         ctx: Context, wiki: str, batch: Batch, wait: float, idempotency_key: str | None
@@ -647,6 +758,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             return job
         result = job.result
         outcome = CheckOutcome(job_id=job.job_id, status=job.status)
+        if not job.finished:
+            outcome.hint = UNFINISHED.format(status=job.status)
         if result is not None:
             outcome.applied, outcome.diff, outcome.warnings = (
                 result.applied,
@@ -660,37 +773,30 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
         ),
-        description=WRITE_BATCH.format(**sizes),
+        description=WRITE_BATCH.format(**sizes, examples=link_examples()),
     )
     async def write_batch(
         wiki: WikiId,
         message: Message,
         edits: Edits,
         ctx: Context,
-        dry_run: Annotated[
-            bool, Field(description="Check only, commit nothing (check_batch does the same, read-only).")
-        ] = False,
         wait: Annotated[
             bool, Field(description="Wait up to 60 s for the outcome (false: answer the job id at once).")
         ] = True,
         idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, WriteOutcome]:
-        batch = batch_of(message, edits, dry_run)
+        batch = batch_of(message, edits, False)
         if isinstance(batch, CallToolResult):
             return batch
         job = await run_batch(ctx, wiki, batch, MAX_WAIT if wait else 0.0, idempotency_key)
         if isinstance(job, CallToolResult):
             return job
         result = job.result
-        outcome = WriteOutcome(
-            job_id=job.job_id,
-            status=job.status,
-            dry_run=job.dry_run,
-            commit=result.commit if result else None,
-            applied=result.applied if result else None,
-        )
-        if result is not None and result.diff is not None:
-            outcome.diff, outcome.warnings = trimmed(result.diff), result.warnings
+        outcome = WriteOutcome(job_id=job.job_id, status=job.status, commit=None)
+        if result is not None:
+            outcome.commit, outcome.applied = result.commit, result.applied
+        if not job.finished:
+            outcome.hint = UNFINISHED.format(status=job.status)
         return _answer(outcome)
 
     @register(title="Get job", annotations=READ_ONLY)
@@ -707,12 +813,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Get a batch job: {job_id, wiki, status, dry_run, result: {commit, applied, diff?, warnings?},
         error: {code, message, index}}.
 
-        Read-only. Use it when write_batch returned a job still queued or running (or was called with
-        wait=false), or to see a check again. status is queued, running, succeeded, failed or cancelled.
-        A failed job wrote nothing; its error names the failing edit's index (write_batch's description
-        says what to do per code). wait_seconds (up to 60) answers as soon as the job finishes: prefer it
-        to calling in a loop. Errors: JOB_NOT_FOUND (unknown or expired id),
-        FORBIDDEN (another caller's job), RATE_LIMITED (wait, retry), INTERNAL (retry once).
+        Read-only. Use it when write_batch or check_batch answered a job still queued or running. status is
+        queued, running, succeeded, failed or cancelled; wait_seconds (up to 60) answers as soon as it
+        finishes, better than calling in a loop. A failed job wrote nothing; error.index names the failing
+        edit (see write_batch for each code). Errors: JOB_NOT_FOUND (unknown or expired), FORBIDDEN (another
+        caller's job), RATE_LIMITED, INTERNAL.
         """
         return await _answered(backend_for(ctx).job(job_id, wait_seconds))
 
@@ -723,13 +828,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ),
     )
     async def cancel_job(job_id: JobId, ctx: Context) -> Annotated[CallToolResult, Job]:
-        """Cancel a batch job that has not started, so its edits are never applied; returns the job.
+        """Cancel a batch job still queued, so its edits are never applied; returns the job.
 
-        Only a queued job can be cancelled, and a cancel cannot be undone (submit the batch again to redo
-        it). Cancelling a job already cancelled succeeds again. Use it when the user changes their mind
-        while a batch waits in the queue. Errors: NOT_CANCELLABLE (it is running or finished: its batch is
-        or will be applied; see get_job), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin may),
-        RATE_LIMITED (wait, retry), INTERNAL (retry once).
+        Use it when the user changes their mind while a batch waits. A cancel cannot be undone (submit the
+        batch again to redo it); cancelling a cancelled job succeeds again. Errors: NOT_CANCELLABLE (running
+        or finished: see get_job), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin), RATE_LIMITED,
+        INTERNAL.
         """
         return await _answered(backend_for(ctx).cancel(job_id))
 

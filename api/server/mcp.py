@@ -44,7 +44,9 @@ class ServiceBackend:
         try:
             return await call
         except WikiqError as exc:
-            raise Refused(ErrorInfo(code=exc.code, message=exc.message, index=exc.index)) from None
+            raise Refused(
+                ErrorInfo(code=exc.code, message=exc.message, index=exc.index, details=exc.details)
+            ) from None
 
     async def list_wikis(self) -> WikiList:
         found: WikiList = await self._call(self.service.reads.list_wikis(self.caller))
@@ -64,8 +66,10 @@ class ServiceBackend:
         found: PageSet = await self._call(self.service.reads.read_pages(self.caller, wiki, paths, sections))
         return found
 
-    async def backlinks(self, wiki: str, path: str, limit: int) -> BacklinkList:
-        found: BacklinkList = await self._call(self.service.links.backlinks(self.caller, wiki, path, limit))
+    async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList:
+        found: BacklinkList = await self._call(
+            self.service.links.backlinks(self.caller, wiki, path, limit, cursor)
+        )
         return found
 
     async def search(

@@ -139,7 +139,7 @@ def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
         ), job
     if status == "failed":
         assert job["result"] is None, job
-        assert set(job["error"]) == {"code", "message", "index"}, job
+        assert set(job["error"]) - {"details"} == {"code", "message", "index"}, job  # details: some only
 
 
 def submit_ok(svc: Service, wiki: str, batch: dict[str, Any]) -> str:

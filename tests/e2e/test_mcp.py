@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from tests.e2e.service import Service
+from worker.schema.edits import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
@@ -101,8 +103,8 @@ async def test_tools_listed_with_honest_annotations(svc: Service, transport: str
     write = tools["write_batch"]
     assert write.annotations is not None
     assert (write.annotations.destructive_hint, write.annotations.idempotent_hint) == (True, False)
-    edits = write.input_schema["properties"]["edits"]
-    assert {"Create", "Overwrite", "Replace", "Delete", "Rename"} <= set(write.input_schema["$defs"]), edits
+    families = write.input_schema["properties"]["edits"]["items"]["anyOf"]
+    assert {op for family in families for op in family["properties"]["op"]["enum"]} == set(OPS)
     assert write.input_schema["required"] == ["wiki", "message", "edits"]
 
 
@@ -113,11 +115,27 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
     head_before = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"]
     async with connect(svc, transport) as client:
         assert wiki in [w["id"] for w in data(await call(client, "list_wikis"))["wikis"]]
-        raw = await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True)
-        links = data(raw)
-        assert raw.content[0].text == "See [[old]].\r\nAnd [[old]] again.\n" == links["content"]  # type: ignore[union-attr]
-        shown = await call(client, "read_page", wiki=wiki, path="wiki/links.md")
+        exact = await call(client, "read_page", wiki=wiki, path="wiki/links.md")
+        links = data(exact)
+        head, content = exact.content[0].text.split("\n---\n", 1)  # type: ignore[union-attr]
+        assert content == "See [[old]].\r\nAnd [[old]] again.\n" == links["content"]
+        assert head == f"wiki/links.md version={links['version']} size=33 commit={links['commit']}"
+        shown = await call(client, "read_page", wiki=wiki, path="wiki/links.md", line_numbers=True)
         assert "1| See [[old]]." in shown.content[0].text  # type: ignore[union-attr]
+        many = await call(client, "read_pages", wiki=wiki, paths=["wiki/links.md", "wiki/none.md"])
+        assert json.loads(many.content[0].text) == data(many)  # type: ignore[union-attr]
+        assert data(many)["pages"][0]["content"] == links["content"]
+        assert [e["code"] for e in data(many)["errors"]] == ["NOT_FOUND"]
+        numbered = await call(client, "read_pages", wiki=wiki, paths=["wiki/links.md"], line_numbers=True)
+        assert "2| And [[old]] again." in numbered.content[0].text  # type: ignore[union-attr]
+        first = data(await call(client, "find_backlinks", wiki=wiki, path="wiki/old.md", limit=1))
+        assert first["truncated"] and [b["line"] for b in first["backlinks"]] == [1]
+        rest = await call(
+            client, "find_backlinks", wiki=wiki, path="wiki/old.md", cursor=first["next_cursor"]
+        )
+        assert not data(rest)["truncated"] and [b["line"] for b in data(rest)["backlinks"]] == [2]
+        gone = error(await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True))
+        assert gone["code"] == "INVALID_BATCH" and gone["message"].startswith("raw: unknown argument")
         listing = data(await call(client, "list_pages", wiki=wiki, prefix="wiki/"))
         versions = {p["path"]: p["version"] for p in listing["pages"]}
         hits = data(await call(client, "search_wiki", wiki=wiki, query="[[OLD"))["matches"]
@@ -144,7 +162,10 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
         stale = [fresh, fix | {"old": "[[new]]", "new": "[[newer]]", "expected_version": links["version"]}]
         refused = error(await call(client, "write_batch", wiki=wiki, message="Stale", edits=stale))
         assert (refused["code"], refused["index"]) == ("VERSION_MISMATCH", 1)
-        assert "read_page" in refused["hint"]
+        assert "current_version" in refused["hint"]
+        current = svc.page(wiki, "wiki/links.md")["version"]
+        assert refused["details"] == {"path": "wiki/links.md", "current_version": current}
+        assert current != links["version"]
 
     commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
     assert [c["commit"] for c in commits[:2]] == [outcome["commit"], head_before]
@@ -173,8 +194,13 @@ async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> 
         forbidden = error(await call(client, "write_batch", wiki=wiki, message="Zone", edits=zone))
         assert (forbidden["code"], forbidden["index"]) == ("ZONE_FORBIDDEN", 1)
         trial = [edit | {"path": "wiki/d.md"}]
-        dry = data(await call(client, "write_batch", wiki=wiki, message="Dry", edits=trial, dry_run=True))
-        assert dry["dry_run"] is True and dry["commit"] is None and dry["applied"][0]["path"] == "wiki/d.md"
+        dry = data(await call(client, "check_batch", wiki=wiki, message="Dry", edits=trial))
+        assert dry["status"] == "succeeded" and dry["applied"][0]["path"] == "wiki/d.md"
+        no_dry_run = error(
+            await call(client, "write_batch", wiki=wiki, message="D", edits=trial, dry_run=True)
+        )
+        assert no_dry_run["code"] == "INVALID_BATCH" and "check_batch" in no_dry_run["message"]
+        assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/d.md").status_code == 404  # nothing written
         unknown = await call(
             client, "write_batch", wiki=wiki, message="Bad", edits=[{"op": "move", "path": "x"}]
         )
@@ -222,3 +248,69 @@ async def test_bearer_token_is_the_callers(tmp_path: Path, transport: str) -> No
         api.close()
     finally:
         service.stop()
+
+
+async def test_search_replace_count_is_what_replace_across_replaces(svc: Service) -> None:
+    """search_wiki counts lines, ignoring case, with ^ at every line; replace_count=true answers instead
+    the count a replace_across of the same query applies (exact case, every occurrence, pattern over
+    the whole page, raw/ left out), the same check_batch's applied counts give."""
+    wiki = f"mcp-count-{next(_serial)}"
+    svc.create_wiki(wiki)
+    edits = [
+        {"op": "create", "path": "wiki/a.md", "content": "# Redis\n\nRedis and Redis.\n# Again\n"},
+        {"op": "create", "path": "wiki/b.md", "content": "redis, lower case only\n"},
+        {"op": "create", "path": "raw/r.md", "content": "# Redis in raw\n"},
+    ]
+    assert svc.apply(wiki, {"message": "seed", "edits": edits})["status"] == "succeeded"
+    async with connect(svc, "stdio") as client:
+        for query, regex in (("Redis", False), ("^# ", True), ("(?m)^# ", True)):
+            found = data(
+                await call(client, "search_wiki", wiki=wiki, query=query, regex=regex, replace_count=True)
+            )
+            edit = {"op": "replace_across", "prefix": "", "new": "X"} | (
+                {"pattern": query} if regex else {"old": query}
+            )
+            checked = data(await call(client, "check_batch", wiki=wiki, edits=[edit]))
+            counts = [{"path": a["path"], "count": a["count"]} for a in checked["applied"]]
+            assert found["replace_pages"] == counts, query
+            assert found["replace_count"] == sum(c["count"] for c in counts), query
+        lines = data(await call(client, "search_wiki", wiki=wiki, query="Redis"))["matches"]
+        assert len(lines) == 4  # a.md lines 1 and 3, b.md (case ignored), raw/r.md
+        counted = data(await call(client, "search_wiki", wiki=wiki, query="Redis", replace_count=True))
+        assert (counted["replace_count"], counted["replace_pages"]) == (
+            3,
+            [{"path": "wiki/a.md", "count": 3}],
+        )
+        none = data(await call(client, "search_wiki", wiki=wiki, query="absent", replace_count=True))
+        assert (none["matches"], none["replace_count"], none["replace_pages"]) == ([], 0, [])
+    commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
+    assert commits[0]["message"].startswith("seed")  # counting commits nothing
+
+
+async def test_delete_redirecting_links_and_replace_outside_code(svc: Service) -> None:
+    """Over MCP: a delete with redirect_links_to repoints the links to the page it deletes (one
+    rewrite_links entry per page), and replace_across with outside_code leaves code alone."""
+    wiki = seed(svc)
+    with_code = {"op": "create", "path": "wiki/code.md", "content": "[[other]] and `[[other]]`\n"}
+    async with connect(svc, "stdio") as client:
+        old = data(await call(client, "read_page", wiki=wiki, path="wiki/old.md"))
+        edits = [
+            {"op": "create", "path": "wiki/other.md", "content": "# Other\n"},
+            {
+                "op": "delete",
+                "path": "wiki/old.md",
+                "expected_version": old["version"],
+                "redirect_links_to": "wiki/other.md",
+            },
+            with_code,
+            {"op": "replace_across", "prefix": "wiki/", "old": "[[other]]", "new": "[[Other]]"}
+            | {"outside_code": True, "expected_count": 3},
+        ]
+        outcome = data(await call(client, "write_batch", wiki=wiki, message="Redirect", edits=edits))
+    assert outcome["status"] == "succeeded"
+    assert [(a["index"], a["op"], a["path"], a.get("count")) for a in outcome["applied"]][2:4] == [
+        (1, "rewrite_links", "wiki/links.md", 2),
+        (2, "create", "wiki/code.md", None),
+    ]
+    assert svc.page(wiki, "wiki/links.md")["content"] == "See [[Other]].\r\nAnd [[Other]] again.\n"
+    assert svc.page(wiki, "wiki/code.md")["content"] == "[[Other]] and `[[other]]`\n"

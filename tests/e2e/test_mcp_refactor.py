@@ -88,7 +88,7 @@ def head_files(svc: Service, wiki: str) -> tuple[str, dict[str, bytes]]:
 async def plan_refactor(client: Client, wiki: str, broken: bool = False) -> list[dict[str, Any]]:
     """The agent's part: read what it needs through the tools and build the ONE batch of the refactor."""
     outline = data(await call(client, "page_outline", wiki=wiki, path="wiki/guide.md"))
-    guide = data(await call(client, "read_page", wiki=wiki, path="wiki/guide.md", raw=True))
+    guide = data(await call(client, "read_page", wiki=wiki, path="wiki/guide.md"))
     assert guide["version"] == outline["version"]
     lines = guide["content"].splitlines(keepends=True)
     sections = {s["heading"]: s for s in outline["sections"]}
@@ -113,7 +113,7 @@ async def plan_refactor(client: Client, wiki: str, broken: bool = False) -> list
     backlinks = data(await call(client, "find_backlinks", wiki=wiki, path="wiki/old/legacy-1.md"))
     assert len(backlinks["backlinks"]) >= TOPICS // LEGACY
     edits.append({"op": "rename", "path": "wiki/old", "new_path": "wiki/archive", "rewrite_links": True})
-    index = data(await call(client, "read_page", wiki=wiki, path="index.md", raw=True))
+    index = data(await call(client, "read_page", wiki=wiki, path="index.md"))
     new_entries = "".join(f"- [[guide/{heading.lower()}]]\n" for heading in SECTIONS)
     edits.append(
         {"op": "replace", "path": "index.md", "old": "- [[guide]]\n", "new": "- [[guide]]\n" + new_entries}

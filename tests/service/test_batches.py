@@ -356,7 +356,9 @@ async def test_later_batch_sees_the_earlier_one(dep: Deployment) -> None:
     lost = await dep.wait(two)
     check_job(lost, wiki, "failed")
     assert (lost["error"]["code"], lost["error"]["index"]) == ("VERSION_MISMATCH", 0)
-    assert (await dep.page(wiki, "wiki/a.md"))["content"] == "b\n"
+    now = await dep.page(wiki, "wiki/a.md")
+    assert now["content"] == "b\n"
+    assert lost["error"]["details"] == {"path": "wiki/a.md", "current_version": now["version"]}
 
 
 # -- failures in the worker ------------------------------------------------------------------------------

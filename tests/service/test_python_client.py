@@ -96,6 +96,9 @@ async def test_failed_job_and_refusals(dep: Deployment, client: AsyncClient) -> 
     with pytest.raises(ClientError) as failed:
         raise_for_error(job)
     assert (failed.value.code, failed.value.index) == ("VERSION_MISMATCH", 1)
+    index_version = (await client.read_page(wiki, "index.md")).version
+    assert failed.value.details == {"path": "index.md", "current_version": index_version}
+    assert failed.value.error.details == failed.value.details
     with pytest.raises(ClientError) as zone:
         await client.submit(wiki, {"message": "zone", "edits": [create("wiki/ok.md"), create("etc/x.md")]})
     assert (zone.value.code, zone.value.index, zone.value.status) == ("ZONE_FORBIDDEN", 1, 422)

@@ -373,3 +373,32 @@ async def test_answers_are_json_without_extra_envelope(dep: Deployment) -> None:
         assert answer.status_code == 200, (url, answer.text)
         assert answer.headers["content-type"] == "application/json", url
         assert set(json.loads(answer.content)) == keys, url
+
+
+async def test_backlinks_paging_walks_every_link_once(dep: Deployment) -> None:
+    """Following next_cursor with a small limit answers every link once, in order, even when a cut
+    falls between two links of one line; truncated is set exactly when a next_cursor is; a cursor the
+    API did not give is 422 INVALID_BATCH."""
+    wiki = await dep.new_wiki("backlinks-paging")
+    files = {"wiki/target.md": "# Target\n"}
+    files |= {f"wiki/p{i}.md": "[[target]] and [[target|again]] and [t](target.md)\n" for i in range(4)}
+    files["wiki/q.md"] = "one [[target]]\n\ntwo [[target#Top]]\n"
+    await dep.seed(wiki, files)
+    url = f"/v1/wikis/{wiki}/backlinks"
+    whole = (await dep.client.get(url, params={"path": "wiki/target.md"})).json()
+    assert whole["truncated"] is False and "next_cursor" not in whole
+    assert len(whole["backlinks"]) == 14
+    for limit in (1, 2, 4, 13):
+        seen: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"path": "wiki/target.md", "limit": limit}
+        for _ in range(20):
+            body = (await dep.client.get(url, params=params)).json()
+            assert len(body["backlinks"]) <= limit
+            seen += body["backlinks"]
+            assert body["truncated"] is ("next_cursor" in body)
+            if not body["truncated"]:
+                break
+            params["cursor"] = body["next_cursor"]
+        assert seen == whole["backlinks"], limit
+    foreign = await dep.client.get(url, params={"path": "wiki/target.md", "cursor": "bm90LWpzb24"})
+    expect_error(foreign, 422, "INVALID_BATCH")

@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import jsonschema
 import pytest
+from mcp.types import ListToolsResult
 from pydantic import BaseModel, Field, ValidationError
 
-from api.mcp.tools import HINTS, build_server, invalid_arguments, trimmed
+from api.mcp.listing import KEYWORDS as ALLOWED
+from api.mcp.listing import keywords, lean
+from api.mcp.tools import (
+    HINTS,
+    LINK_EXAMPLES,
+    LINK_FILES,
+    LINK_PAGE,
+    CheckOutcome,
+    Outline,
+    WriteOutcome,
+    build_server,
+    invalid_arguments,
+    trimmed,
+)
+from worker.engine.markdown.links import find_links, resolve_target
 from worker.errors import CODES
+from worker.schema import answers
 from worker.schema.answers import FileDiff
-from worker.schema.edits import Edit, Limits
+from worker.schema.edits import OPS, Edit, Limits
 
 READ_TOOLS = {
     "list_wikis",
@@ -24,7 +42,8 @@ READ_TOOLS = {
     "check_batch",
     "get_job",
 }
-WRITE_BATCH_BEFORE = 2440  # characters of write_batch's description before refactor-grade edits
+WRITE_BATCH_MOST = 4800  # characters of write_batch's description: the ops in prose, the link rule
+TOOL_LIST_BUDGET = 24_000  # characters of the compact tools/list (about 6 000 tokens)
 
 
 def tools(limits: Limits | None = None) -> dict[str, Any]:
@@ -45,16 +64,17 @@ def test_descriptions_state_the_configured_limits() -> None:
     """The limits in the descriptions and the edits schema are the server's settings, not constants."""
     found = tools(Limits(max_edits=7, max_content_bytes=3 * 1024 * 1024, max_file_bytes=2 * 1024 * 1024))
     write = found["write_batch"]
-    assert "7 edits, 3 MiB of content, 2 MiB per file" in write.description
-    assert write.input_schema["properties"]["edits"]["maxItems"] == 7
+    assert "7 edits, 3 MiB of content, 2 MiB a file" in write.description
+    assert write.input_schema["properties"]["edits"]["description"].startswith("1 to 7 edits")
     assert "7 edits" in found["check_batch"].description
     assert "over\n2 MiB" in found["read_page"].description or "over 2 MiB" in found["read_page"].description
 
 
-def test_write_batch_is_shorter_than_before_and_names_every_batch_error() -> None:
-    """write_batch's description got shorter, yet names each code a batch can meet, with a recovery."""
+def test_write_batch_stays_short_and_names_every_batch_error() -> None:
+    """write_batch's description stays within its share of the budget, yet names each code a batch can
+    meet, with a recovery."""
     write = tools()["write_batch"].description
-    assert len(write) < WRITE_BATCH_BEFORE
+    assert len(write) < WRITE_BATCH_MOST
     batch_codes = CODES - {
         "JOB_NOT_FOUND",
         "NOT_CANCELLABLE",
@@ -72,34 +92,149 @@ def test_write_batch_is_shorter_than_before_and_names_every_batch_error() -> Non
     assert set(CODES) <= set(HINTS) | {"WIKI_EXISTS", "WEBHOOK_REFUSED"}
 
 
-def _fields(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for name, field in schema.get("properties", {}).items():
-        out.append((name, field))
-    for definition in defs.values():
-        for name, field in definition.get("properties", {}).items():
-            out.append((f"{definition.get('title')}.{name}", field))
-    return out
-
-
-def test_every_input_and_output_field_is_described() -> None:
-    """Every parameter, every edit field and every output field has a description."""
-    for name, tool in tools().items():
-        for label, schema in (("input", tool.input_schema), ("output", tool.output_schema or {})):
-            missing = [
-                field for field, spec in _fields(schema, schema.get("$defs", {})) if "description" not in spec
-            ]
-            assert missing == [], (name, label, missing)
+def test_every_argument_is_described_and_every_edit_field_named_in_the_prose() -> None:
+    """Every tool argument has a description; every field of every op family is named in write_batch's
+    description, where the ops are described once (the schema itself stays small)."""
+    found = tools()
+    for name, tool in found.items():
+        missing = [
+            field for field, spec in tool.input_schema["properties"].items() if "description" not in spec
+        ]
+        assert missing == [], (name, missing)
+    families = found["write_batch"].input_schema["properties"]["edits"]["items"]["anyOf"]
+    prose = found["write_batch"].description
+    for family in families:
+        assert set(family["properties"]["op"]["enum"]) <= set(OPS)
+        for field in family["properties"]:
+            assert field in prose, field
+    assert {op for family in families for op in family["properties"]["op"]["enum"]} == set(OPS)
+    assert all(op in prose for op in OPS)
 
 
 def test_schema_constraints_agents_rely_on() -> None:
-    """old is non-empty, edits has bounds and an example, wiki has its pattern, message its length."""
+    """old is non-empty, edits names its bounds, message has its length; no pattern anywhere (the server
+    checks ids and paths and says why), and write_batch has no dry_run (check_batch does that)."""
     write = tools()["write_batch"].input_schema
-    assert write["$defs"]["Replace"]["properties"]["old"]["minLength"] == 1
-    edits = write["properties"]["edits"]
-    assert (edits["minItems"], edits["maxItems"]) == (1, 1000) and edits["examples"]
-    assert write["properties"]["wiki"]["pattern"] == "^[a-z0-9][a-z0-9._-]{0,62}$"
+    text_family = next(f for f in write["properties"]["edits"]["items"]["anyOf"] if "old" in f["properties"])
+    assert text_family["properties"]["old"]["minLength"] == 1
+    assert write["properties"]["edits"]["description"].startswith("1 to 1000 edits")
+    assert "pattern" not in write["properties"]["wiki"]
     assert write["properties"]["message"]["maxLength"] == 10_000
+    assert "dry_run" not in write["properties"]
+    assert set(write["required"]) == {"wiki", "message", "edits"}
+
+
+def _listing(limits: Limits | None = None) -> str:
+    """``tools/list`` as the server sends it: compact JSON of the result, nulls left out."""
+    server = build_server(lambda ctx: None, limits or Limits())  # type: ignore[arg-type,return-value]
+    result = ListToolsResult(tools=asyncio.run(server.list_tools()))
+    return json.dumps(
+        result.model_dump(mode="json", by_alias=True, exclude_none=True),
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def test_the_tool_list_stays_within_its_budget() -> None:
+    """Every agent session pays for the tool list before its first call: compact, it stays within
+    TOOL_LIST_BUDGET characters (about 6 000 tokens), with limits of any size."""
+    for limits in (Limits(), Limits(max_edits=10**9, max_content_bytes=10**12, max_file_bytes=10**12 - 1)):
+        size = len(_listing(limits))
+        assert size <= TOOL_LIST_BUDGET, size
+
+
+def test_the_tool_list_uses_only_the_schema_keywords_hosts_accept() -> None:
+    """Every input and output schema uses only the JSON Schema subset hosts commonly register (no
+    pattern, title, $ref, if/then, oneOf, discriminator, additionalProperties...)."""
+    for tool in json.loads(_listing())["tools"]:
+        for label in ("inputSchema", "outputSchema"):
+            used = keywords(tool.get(label, {}))
+            assert used <= ALLOWED, (tool["name"], label, used - ALLOWED)
+        assert "title" not in json.dumps(tool.get("inputSchema", {})), tool["name"]
+
+
+def test_keywords_finds_nested_keywords() -> None:
+    """The walk behind the subset test sees keywords at any depth, not property names."""
+    schema = {"type": "object", "properties": {"pattern": {"anyOf": [{"items": {"$ref": "#/x"}}]}}}
+    assert keywords(schema) == {"type", "properties", "anyOf", "items", "$ref"}
+
+
+def test_lean_drops_what_hosts_refuse_and_keeps_the_rest() -> None:
+    """A generated schema loses titles, patterns and null options; descriptions, bounds, defaults stay."""
+    generated = {
+        "title": "Args",
+        "type": "object",
+        "properties": {
+            "wiki": {"title": "Wiki", "type": "string", "pattern": "^[a-z]+$", "description": "id"},
+            "cursor": {"anyOf": [{"type": "string", "maxLength": 9}, {"type": "null"}], "default": None},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
+        },
+        "required": ["wiki"],
+    }
+    assert lean(generated) == {
+        "type": "object",
+        "properties": {
+            "wiki": {"type": "string", "description": "id"},
+            "cursor": {"type": "string", "maxLength": 9},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
+        },
+        "required": ["wiki"],
+    }
+
+
+def _instance(model: type[BaseModel]) -> dict[str, Any]:
+    """A sample answer of ``model`` as a tool sends it (unset fields left out)."""
+    samples: dict[type[BaseModel], dict[str, Any]] = {
+        answers.WikiList: {"wikis": [{"id": "w", "head": None}]},
+        answers.PageList: {"pages": [{"path": "a", "version": "v", "size": 1}], "next_cursor": None},
+        answers.Page: {"path": "a", "version": "v", "content": "x", "size": 1, "commit": "c", "sections": []},
+        answers.PageSet: {"commit": None, "pages": [], "errors": []},
+        answers.MatchList: {"matches": [{"path": "a", "line": 1, "text": "x", "version": "v"}]},
+        answers.BacklinkList: {
+            "path": "a",
+            "version": "v",
+            "commit": None,
+            "backlinks": [],
+            "truncated": False,
+        },
+        answers.Job: {"job_id": "j", "status": "queued", "wiki": "w", "result": None, "error": None},
+    }
+    return model.model_validate(samples[model]).model_dump(mode="json", exclude_unset=True)
+
+
+def test_answer_schemas_name_only_fields_the_answers_have() -> None:
+    """Each short answer schema names fields of the model the tool answers with, requires only fields
+    it always sends, and accepts a real answer (hosts validate structured results against it)."""
+    models: dict[str, type[BaseModel]] = {
+        "list_wikis": answers.WikiList,
+        "list_pages": answers.PageList,
+        "read_page": answers.Page,
+        "read_pages": answers.PageSet,
+        "page_outline": Outline,
+        "search_wiki": answers.MatchList,
+        "find_backlinks": answers.BacklinkList,
+        "check_batch": CheckOutcome,
+        "write_batch": WriteOutcome,
+        "get_job": answers.Job,
+        "cancel_job": answers.Job,
+    }
+    for name, tool in tools().items():
+        model = models[name]
+        schema = tool.output_schema
+        extras = {"replace_count", "replace_pages"} if name == "search_wiki" else set()  # set by the tool
+        assert schema is not None and set(schema["properties"]) <= set(model.model_fields) | extras, name
+        for field in schema["required"]:
+            assert model.model_fields[field].is_required(), (name, field)
+        if model not in (Outline, CheckOutcome, WriteOutcome):
+            jsonschema.validate(_instance(model), schema)
+    applied = [answers.Applied(index=0, op="create", path="wiki/a.md", version="v")]
+    write, check = tools()["write_batch"].output_schema, tools()["check_batch"].output_schema
+    for outcome, schema in (
+        (WriteOutcome(job_id="j", status="queued", hint="wait"), write),
+        (WriteOutcome(job_id="j", status="succeeded", commit="c", applied=applied), write),
+        (CheckOutcome(job_id="j", status="succeeded", applied=applied, diff=[], warnings=[]), check),
+    ):
+        jsonschema.validate(outcome.model_dump(mode="json", exclude_unset=True), schema)
 
 
 class _Args(BaseModel):
@@ -157,3 +292,50 @@ def test_a_checks_diff_is_trimmed_for_agents_at_line_ends() -> None:
         ("c", "", True),
     ]
     assert trimmed(None) is None
+
+
+def test_the_link_rule_examples_are_what_the_engine_resolves() -> None:
+    """Each example of write_batch's link rule is derived from the engine: the file the engine resolves
+    the link to from the example page, or its reason for broken; and the description shows them all."""
+    derived = []
+    for link_text, _ in LINK_EXAMPLES:
+        links = find_links(link_text + "\n")
+        assert len(links) == 1, link_text
+        found = resolve_target(links[0], LINK_PAGE, LINK_FILES)
+        derived.append((link_text, found.path or found.reason))
+    assert derived == list(LINK_EXAMPLES)
+    assert {target for _, target in derived} >= {"ambiguous", "missing"}
+    shown = ", ".join(f"{link} is {target}" for link, target in derived)
+    assert (
+        f"wiki/a/redis.md and wiki/b/redis.md: in {LINK_PAGE}, {shown}." in tools()["write_batch"].description
+    )
+
+
+def test_the_link_rule_states_the_engines_resolution_order() -> None:
+    """The rule's claims, checked on the engine: a path-qualified link tries the root before wiki/, then a
+    path suffix; .md is tried before the bare name; a markdown link gets .md only when the path is no file."""
+    files = [
+        "dir/name.md",
+        "wiki/dir/name.md",
+        "wiki/x/dir/name.md",
+        "wiki/v1.2 notes.md",
+        "wiki/p",
+        "wiki/p.md",
+    ]
+
+    def to(link_text: str, files: list[str]) -> str | None:
+        return resolve_target(find_links(link_text + "\n")[0], "wiki/q.md", files).path
+
+    assert to("[[dir/name]]", files) == "dir/name.md"
+    assert to("[[dir/name]]", files[1:]) == "wiki/dir/name.md"
+    assert to("[[dir/name]]", files[2:]) == "wiki/x/dir/name.md"
+    assert to("[[v1.2 notes]]", files) == "wiki/v1.2 notes.md"
+    assert to("[[p]]", files) == "wiki/p.md"
+    assert to("[t](p)", files) == "wiki/p" and to("[t](p)", ["wiki/p.md"]) == "wiki/p.md"
+    description = tools()["write_batch"].description
+    for claim in (
+        "tries T.md, then T",
+        "that path from the root, else under wiki/",
+        "relative to the linking",
+    ):
+        assert claim in description, claim

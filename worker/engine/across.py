@@ -3,8 +3,10 @@
 The pages are the files whose path starts with ``prefix``, as the batch left them so far, in path order;
 files that are not UTF-8 text are skipped. Pages where the zone policy allows no in-place change
 (``raw/``) are never changed: one that would have matched is reported as a ``NOT_REWRITTEN`` warning.
-Every match is replaced (``markdown.count_and_replace``: RE2, ``new`` may use ``\\1``/``\\g<name>``); each
-changed page gets one ``applied`` entry ``{"op": "replace_across", "path", "version", "count"}``.
+Every match is replaced (``markdown.count_and_replace``: RE2, ``new`` may use ``\\1``/``\\g<name>``); with
+``outside_code``, only the occurrences of ``old`` in prose (``markdown.prose``: never in code blocks, code
+spans, HTML blocks or the front matter). Each changed page gets one ``applied`` entry
+``{"op": "replace_across", "path", "version", "count"}``.
 
 Refusals: no match on any page is ``OLD_NOT_FOUND``; a total that differs from ``expected_count`` is
 ``COUNT_MISMATCH`` (after every page was looked at, so the message gives the real total); a page over
@@ -21,6 +23,7 @@ from __future__ import annotations
 from worker.engine.markdown import compile_pattern, count_and_replace
 from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.patterns import parse_template
+from worker.engine.markdown.prose import replace_in_prose
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import ReplaceAcross
@@ -48,15 +51,7 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
         except UnicodeDecodeError:
             continue
         try:
-            new, count = count_and_replace(
-                text,
-                new=edit.new,
-                old=edit.old,
-                pattern=edit.pattern,
-                index=index,
-                max_size=work.limits.max_file_bytes,
-                where=repr(page),
-            )
+            new, count = _replaced(work, index, edit, text, page)
         except TooLarge as exc:
             work.check_file_size(index, page, exc.size)
             raise AssertionError("unreachable: over max_file_bytes") from exc
@@ -86,6 +81,25 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
             f"{what} matches {total} times under {edit.prefix!r}, expected_count is {edit.expected_count}",
             index,
         )
+
+
+def _replaced(work: BatchState, index: int, edit: ReplaceAcross, text: str, page: str) -> tuple[str, int]:
+    """One page's text after the edit, and how many matches were replaced."""
+    if edit.outside_code and edit.old is not None:
+        new, count = replace_in_prose(text, edit.old, edit.new)
+        size = len(new.encode())
+        if size > work.limits.max_file_bytes:
+            raise TooLarge(size)
+        return new, count
+    return count_and_replace(
+        text,
+        new=edit.new,
+        old=edit.old,
+        pattern=edit.pattern,
+        index=index,
+        max_size=work.limits.max_file_bytes,
+        where=repr(page),
+    )
 
 
 def _probe(old: str) -> str:

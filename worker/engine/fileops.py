@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worker.engine.moves import redirect_after
 from worker.engine.plan import Applied
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
@@ -18,9 +19,21 @@ def create(work: BatchState, index: int, edit: Create) -> None:
 
 
 def overwrite(work: BatchState, index: int, edit: Overwrite) -> None:
-    """Replace the whole content of an existing file."""
-    work.existing(index, edit.path)
+    """Replace the whole content of an existing file. Naming the head's version of a page an earlier edit
+    of the batch already changed is allowed (rule 2), but the new content then likely drops that change:
+    a dry run warns ``OVERWRITES_BATCH_EDIT``."""
+    existing = work.existing(index, edit.path)
     work.check_version(index, edit.path, edit.expected_version)
+    head = work.head.version(edit.path)
+    if edit.expected_version is not None and edit.expected_version == head != existing.version:
+        earlier = sorted({a.index for a in work.applied if edit.path in (a.path, a.new_path)})
+        work.warn(
+            "OVERWRITES_BATCH_EDIT",
+            edit.path,
+            f"edit {index} overwrites {edit.path!r} with content written against its head version, so what "
+            f"edit(s) {', '.join(map(str, earlier))} of this batch changed in it is lost unless the new "
+            "content has it: build the content from this dry run's diff, or move this edit before them",
+        )
     work.write(index, "overwrite", edit.path, decoded(edit, index))
 
 
@@ -33,11 +46,21 @@ def replace(work: BatchState, index: int, edit: Replace) -> None:
 
 
 def delete(work: BatchState, index: int, edit: Delete) -> None:
-    """Delete an existing file."""
+    """Delete an existing file; with ``redirect_links_to``, rewrite every link to it to point to that page
+    (``moves.redirect_after``), which must exist once the file is gone (``NOT_FOUND``)."""
     work.existing(index, edit.path)
     work.check_version(index, edit.path, edit.expected_version)
     work.put(index, edit.path, None)
     work.applied.append(Applied(index, "delete", edit.path, None))
+    target = edit.redirect_links_to
+    if target is not None:
+        if work.current(target) is None:
+            raise BatchRejected(
+                "NOT_FOUND",
+                f"redirect_links_to {target!r} is no file at this point of the batch; create it first",
+                index,
+            )
+        redirect_after(work, index, edit.path, target)
 
 
 def replaced(index: int, edit: Replace, data: bytes, max_size: int) -> bytes:

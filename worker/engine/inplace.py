@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from worker.engine.markdown import (
     append_section,
+    find_section,
     insert_section_after,
     remove_section,
     rename_section,
@@ -79,12 +80,28 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
             raise BatchRejected(
                 "VERSION_REQUIRED",
                 f"{edit.path!r} exists; give expected_version (the page's version) or "
-                "expected_section_version (the section's, from read_page with sections=true)",
+                "expected_section_version (the section's, from page_outline or read_page with sections=true)",
                 index,
             )
     elif edit.expected_version is not None:
         work.check_version(index, edit.path, edit.expected_version)
     text = work.text(index, edit.path, file)
+    try:
+        new = _section_op(text, index, edit)
+    except BatchRejected as exc:
+        if exc.code == "VERSION_MISMATCH" and exc.details is None:
+            current = find_section(text, edit.heading, index).version
+            exc.details = {
+                "path": edit.path,
+                "current_version": work.head.version(edit.path),
+                "current_section_version": current,
+            }
+        raise
+    work.write(index, edit.op, edit.path, new.encode("utf-8"))
+
+
+def _section_op(text: str, index: int, edit: SectionEdit) -> str:
+    """The page ``text`` after the section op ``edit``, its section guard checked."""
     guard = edit.expected_section_version
     if isinstance(edit, ReplaceSection):
         new = replace_section(text, edit.heading, edit.content, index=index, expected_section_version=guard)
@@ -107,4 +124,4 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
         new = rename_section(
             text, edit.heading, edit.new_heading, index=index, expected_section_version=guard
         )
-    work.write(index, edit.op, edit.path, new.encode("utf-8"))
+    return new

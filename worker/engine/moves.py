@@ -79,11 +79,29 @@ def _moves(work: BatchState, index: int, edit: Rename) -> dict[str, str]:
     return moves
 
 
+def redirect_after(work: BatchState, index: int, deleted: str, target: str) -> None:
+    """Rewrite, in every page as the batch left it, the links to ``deleted`` (just deleted) so that they
+    point to ``target`` (a file that stays), as if the one had moved onto the other."""
+    after = work.index()
+    _rewrite_all(work, index, {deleted: target}, after.changed(removed=(), added=[deleted]), after, {})
+
+
 def rewrite_after(work: BatchState, index: int, moves: dict[str, str]) -> None:
     """Rewrite, in every page as the batch left it, the links that ``moves`` (just applied) affect."""
     after = work.index()
     before = after.changed(removed=moves.values(), added=moves.keys())
-    inverse = {new: old for old, new in moves.items()}
+    _rewrite_all(work, index, moves, before, after, {new: old for old, new in moves.items()})
+
+
+def _rewrite_all(
+    work: BatchState,
+    index: int,
+    moves: dict[str, str],
+    before: FileIndex,
+    after: FileIndex,
+    inverse: dict[str, str],
+) -> None:
+    """Rewrite the links ``moves`` affect in every candidate page (``inverse``: a moved page's old place)."""
     pages = sorted(page for page in _candidates(work, moves) if is_page(page))
     for start in range(0, len(pages), PREFETCH):
         chunk = pages[start : start + PREFETCH]

@@ -120,6 +120,10 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
     check_path(edit.path, index)
     if isinstance(edit, Rename):
         check_path(edit.new_path, index)
+    if isinstance(edit, Delete) and edit.redirect_links_to is not None:
+        check_path(edit.redirect_links_to, index)
+        if edit.redirect_links_to == edit.path:
+            raise BatchRejected("INVALID_BATCH", "redirect_links_to must be another page than path", index)
     check_zone(policy, edit.op, edit.path, index)
     if isinstance(edit, Rename):
         check_zone(policy, "rename", edit.new_path, index)

@@ -183,6 +183,7 @@ class BatchState:
             f"{path!r} is not at version {expected}: expected {accepted}. It changed since you read it: "
             "read it again and redo this edit",
             index,
+            {"path": path, "current_version": actual},
         )
 
     def check_file_size(self, index: int, path: str, size: int) -> None:

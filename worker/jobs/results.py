@@ -20,4 +20,4 @@ def job_result(commit: str | None, plan: Plan, seen: Review | None = None) -> Jo
 
 def error_info(exc: WikiqError) -> ErrorInfo:
     """The contract's error object of ``exc``."""
-    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index)
+    return ErrorInfo(code=exc.code, message=exc.message, index=exc.index, details=exc.details)

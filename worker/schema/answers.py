@@ -61,6 +61,12 @@ class ErrorInfo(Answer):
     code: str = Field(description="the stable error code (contract 3.3)")
     message: str = Field(description="what went wrong and what to do")
     index: int | None = Field(default=None, description="the failing edit's index, or null")
+    details: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="facts to act on, e.g. a VERSION_MISMATCH's path, current_version and, for a section "
+        "op, current_section_version",
+    )
 
 
 class WikiInfo(Answer):
@@ -172,13 +178,16 @@ class Backlink(Answer):
 
 class BacklinkList(Answer):
     """``GET /v1/wikis/{wiki}/backlinks?path=``: every link (outside code) that resolves to ``path``, by
-    linking page then line; ``truncated`` when cut at ``limit``."""
+    linking page then line; ``truncated`` when cut at ``limit``, and then ``next_cursor`` for the rest."""
 
     path: str = Field(description="the page linked to")
     version: str = Field(description="its version")
     commit: str | None = Field(default=None, description="the commit the links were read at")
     backlinks: list[Backlink] = Field(description="every link to the page, by linking page then line")
     truncated: bool = Field(default=False, description="true when there were more links than the limit")
+    next_cursor: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="present when there are more links"
+    )
 
 
 class Author(Answer):
@@ -233,10 +242,13 @@ class FileDiff(Answer):
 class BatchWarning(Answer):
     """What a dry run noticed without refusing: ``code`` (LINK_BROKEN: a link the batch leaves
     resolving to nothing; NOT_IN_INDEX: a created page index.md does not link to; NOT_REWRITTEN: links or
-    matches in a page no op may change, e.g. raw/), the page, and the line and link text when one link is
-    meant."""
+    matches in a page no op may change, e.g. raw/; OVERWRITES_BATCH_EDIT: an overwrite written against the
+    head's version of a page an earlier edit of the batch changed), the page, and the line and link text
+    when one link is meant."""
 
-    code: str = Field(description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN or TRUNCATED")
+    code: str = Field(
+        description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT or TRUNCATED"
+    )
     path: str = Field(description="the page it is about")
     line: int | None = Field(
         default=None, exclude_if=lambda v: v is None, description="the link's line, 1-based"

@@ -184,12 +184,20 @@ class Replace(_Edit):
 
 
 class Delete(_Edit):
-    """Delete an existing file."""
+    """Delete an existing file; with ``redirect_links_to``, every link to it is repointed to that page."""
 
     model_config = ConfigDict(json_schema_extra=_path_schema(PATH_MOVABLE))
 
     op: Literal["delete"] = Field(description="The op: delete.")
     expected_version: Version = None
+    redirect_links_to: Annotated[
+        str | None,
+        Field(
+            description="Another page (existing when this edit runs): every link to the deleted file, in "
+            "every page, is rewritten to point there, as rename with rewrite_links does (never inside "
+            "code; pages under raw/ are never changed). applied gets one rewrite_links entry per page."
+        ),
+    ] = None
 
 
 class Rename(_Edit):
@@ -325,11 +333,20 @@ class ReplaceAcross(_Strict):
         int | None,
         Field(ge=1, description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
     ] = None
+    outside_code: Annotated[
+        bool,
+        Field(
+            description="Replace old only in prose, where links live: never in code blocks, inline code, "
+            "HTML blocks or the front matter (with old, not pattern)."
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _one_of_old_and_pattern(self) -> ReplaceAcross:
         if (self.old is None) == (self.pattern is None):
             raise ValueError("give exactly one of 'old' and 'pattern'")
+        if self.outside_code and self.old is None:
+            raise ValueError("outside_code takes 'old', not 'pattern'")
         return self
 
     @property
@@ -505,9 +522,12 @@ def content_size(edit: EditModel, index: int) -> int:
 
 def written_paths(edit: EditModel) -> list[str]:
     """The paths (or path prefixes) an edit may write, for write-prefix rights: a rename's both ends, a
-    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page."""
+    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page and a
+    delete that redirects them."""
     if isinstance(edit, Rename):
         return [edit.path, edit.new_path, *([""] if edit.rewrite_links else [])]
+    if isinstance(edit, Delete) and edit.redirect_links_to is not None:
+        return [edit.path, ""]
     return [edit.path]
 
 

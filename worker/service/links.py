@@ -9,6 +9,8 @@ one grep of the tree plus the parsing of the pages that mention the name, the fi
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from worker.errors import BatchRejected
 from worker.git.snapshot import Snapshot
 from worker.schema.answers import Backlink, BacklinkList
 from worker.service.caller import Principal
-from worker.service.reads import Reads, in_thread, view
+from worker.service.reads import Reads, decode_cursor, in_thread, view
 
 LINKS = 400_000  # parsed links kept, all pages together
 ANSWERS = 256  # whole answers kept, by commit, path and limit
@@ -63,36 +65,42 @@ class LinkReads:
         self.links = _Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
         self.answers = _Lru(ANSWERS, lambda _: 1)
 
-    async def backlinks(self, caller: Principal, wiki: str, path: str, limit: int = 1000) -> BacklinkList:
-        """Every link (outside code) at the head that resolves to ``path``, by linking page then line; at
-        most ``limit`` (``truncated`` when there were more)."""
+    async def backlinks(
+        self, caller: Principal, wiki: str, path: str, limit: int = 1000, cursor: str | None = None
+    ) -> BacklinkList:
+        """Every link (outside code) at the head that resolves to ``path``, by linking page then line;
+        ``limit`` at a time after ``cursor`` (``truncated`` and ``next_cursor`` when there are more)."""
         problem = path_problem(path)
         if problem is not None:
             raise BatchRejected("INVALID_PATH", f"{problem}: {path[:200]!r}")
+        after = decode_backlinks_cursor(cursor)
         at = await self.reads.at(caller, wiki)
         return await in_thread(
-            lambda: self.collect(view(at.repo, at.commit), path, limit), self.reads.settings.costs
+            lambda: self.collect(view(at.repo, at.commit), path, limit, after), self.reads.settings.costs
         )
 
-    def collect(self, snapshot: Snapshot, path: str, limit: int) -> BacklinkList:
-        """The backlinks answer for ``path`` in ``snapshot`` (the head; blocking)."""
+    def collect(
+        self, snapshot: Snapshot, path: str, limit: int, after: tuple[str, int, int] | None = None
+    ) -> BacklinkList:
+        """The backlinks answer for ``path`` in ``snapshot`` (the head; blocking), resuming ``after``."""
         version = snapshot.version(path)
         if version is None:
             raise BatchRejected("NOT_FOUND", f"no file {path[:200]!r} at the head; find it with list_pages")
-        key = f"{snapshot.commit}\x00{path}\x00{limit}"
+        key = f"{snapshot.commit}\x00{path}\x00{limit}\x00{after}"
         known = self.answers.get(key)
         if isinstance(known, BacklinkList):
             return known
-        found = find_backlinks(snapshot, path, self)
+        found = [
+            Backlink(path=f.path, line=f.line, text=f.text, version=f.version)
+            for f in find_backlinks(snapshot, path, self)
+        ]
+        rest = _resumed(found, after)
+        page = rest[:limit]
         answer = BacklinkList(
-            path=path,
-            version=version,
-            commit=snapshot.commit,
-            backlinks=[
-                Backlink(path=f.path, line=f.line, text=f.text, version=f.version) for f in found[:limit]
-            ],
-            truncated=len(found) > limit,
+            path=path, version=version, commit=snapshot.commit, backlinks=page, truncated=len(rest) > limit
         )
+        if len(rest) > limit:
+            answer.next_cursor = encode_backlinks_cursor(page, after)
         self.answers.put(key, answer)
         return answer
 
@@ -104,3 +112,45 @@ class LinkReads:
     def put(self, version: str, links: list[Link]) -> None:
         """Keep the parsed links of the page with ``version``."""
         self.links.put(version, links)
+
+
+def _resumed(found: list[Backlink], after: tuple[str, int, int] | None) -> list[Backlink]:
+    """The links of ``found`` (by page, then line) after the cursor position ``after``: past its
+    ``(path, line)``, or on that line from its ``n``-th link on."""
+    if after is None:
+        return found
+    path, line, n = after
+    out = []
+    seen = 0
+    for link in found:
+        if (link.path, link.line) == (path, line):
+            seen += 1
+            if seen > n:
+                out.append(link)
+        elif (link.path, link.line) > (path, line):
+            out.append(link)
+    return out
+
+
+def encode_backlinks_cursor(page: list[Backlink], after: tuple[str, int, int] | None) -> str:
+    """The cursor resuming after the last link of ``page`` (answered after the cursor position
+    ``after``): its path, line, and how many links of that line were answered so far."""
+    last = page[-1]
+    n = sum(1 for link in page if (link.path, link.line) == (last.path, last.line))
+    if after is not None and after[:2] == (last.path, last.line):
+        n += after[2]
+    return base64.urlsafe_b64encode(json.dumps([last.path, last.line, n]).encode()).decode()
+
+
+def decode_backlinks_cursor(cursor: str | None) -> tuple[str, int, int] | None:
+    """The ``(path, line, n)`` a backlinks cursor resumes after; ``INVALID_BATCH`` for one this API did
+    not give."""
+    if not cursor:
+        return None
+    try:
+        path, line, n = json.loads(decode_cursor(cursor))
+    except (ValueError, TypeError):
+        raise BatchRejected("INVALID_BATCH", "cursor is not one find_backlinks returned") from None
+    if not (isinstance(path, str) and isinstance(line, int) and isinstance(n, int)):
+        raise BatchRejected("INVALID_BATCH", "cursor is not one find_backlinks returned")
+    return path, line, n

@@ -166,10 +166,17 @@ async def backlinks(
         ),
     ],
     limit: Annotated[int, Query(ge=1, le=10_000, description="at most this many links")] = 1000,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"
+        ),
+    ] = None,
 ) -> BacklinkList:
     """Every link at the head (outside code) that resolves to ``path``: ``{path, version, commit,
-    backlinks: [{path, line, text, version}], truncated}``, by linking page then line."""
-    return await svc.links.backlinks(caller, wiki, path, limit)
+    backlinks: [{path, line, text, version}], truncated, next_cursor?}``, by linking page then line;
+    pass ``next_cursor`` back for more."""
+    return await svc.links.backlinks(caller, wiki, path, limit, cursor)
 
 
 @router.get("/wikis/{wiki}/commits", operation_id="list_commits", response_model=CommitList)

@@ -358,3 +358,55 @@ def test_section_op_on_raw_is_zone_forbidden_and_on_binary_is_invalid_encoding()
         "INVALID_ENCODING",
         0,
     )
+
+
+def _details(*raw: dict[str, Any]) -> tuple[int | None, dict[str, object] | None]:
+    with pytest.raises(BatchRejected) as info:
+        preflight(head(), edits(*raw))
+    assert info.value.code == "VERSION_MISMATCH"
+    return info.value.index, info.value.details
+
+
+def test_version_mismatch_carries_the_current_version() -> None:
+    """A stale expected_version is refused with the page's version at the head in details, so a caller
+    knows what it would have to match without reading the page again."""
+    index, details = _details(
+        {"op": "append", "path": "log.md", "content": "x\n"},
+        {"op": "replace", "path": "wiki/redis.md", "old": "AOF", "new": "RDB", "expected_version": v("old")},
+    )
+    assert (index, details) == (1, {"path": "wiki/redis.md", "current_version": v(PAGE)})
+
+
+def test_section_version_mismatch_carries_the_section_version_as_the_batch_left_it() -> None:
+    """A stale expected_section_version is refused with the page's head version and the section's
+    current version (after the batch's earlier edits of the page); sending that one succeeds."""
+    first = {"op": "append_section", "path": "wiki/redis.md", "heading": "Persistence", "content": "more\n"}
+    stale = {
+        "op": "replace_section",
+        "path": "wiki/redis.md",
+        "heading": "Persistence",
+        "content": "RDB.\n",
+        "expected_section_version": v("stale"),
+    }
+    index, details = _details(first | {"expected_version": v(PAGE)}, stale)
+    assert index == 1 and details is not None
+    assert details["path"] == "wiki/redis.md" and details["current_version"] == v(PAGE)
+    h, plan = run(first | {"expected_version": v(PAGE)})
+    now = {s.address: s.version for s in outline(text_of(h, plan, "wiki/redis.md"))}["Persistence"]
+    assert details["current_section_version"] == now != v("stale")
+    h, plan = run(first | {"expected_version": v(PAGE)}, stale | {"expected_section_version": now})
+    assert "RDB.\n" in text_of(h, plan, "wiki/redis.md")
+
+
+def test_overwrite_against_the_head_after_an_earlier_edit_warns() -> None:
+    """An overwrite naming the head's version of a page an earlier edit of the batch changed is allowed,
+    but warned about (its content likely drops that change); naming the version the batch gave the page,
+    or overwriting an untouched page, is not."""
+    append = {"op": "append", "path": "wiki/redis.md", "content": "More.\n"}
+    over = {"op": "overwrite", "path": "wiki/redis.md", "content": "# Redis\n", "expected_version": v(PAGE)}
+    _, plan = run(append, over)
+    assert [(w.code, w.path) for w in plan.warnings] == [("OVERWRITES_BATCH_EDIT", "wiki/redis.md")]
+    assert "edit 1 overwrites" in plan.warnings[0].message and "edit(s) 0 " in plan.warnings[0].message
+    chained = over | {"expected_version": v(PAGE + "More.\n")}
+    assert run(append, chained)[1].warnings == []
+    assert run(over)[1].warnings == []
