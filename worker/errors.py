@@ -12,6 +12,7 @@ and, where one edit is to blame, that edit's ``index``. Only ``api/`` maps codes
     ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
     ├── WebhookRefused         WEBHOOK_REFUSED
+    ├── InvalidWebhook         INVALID_WEBHOOK: a webhook URL that cannot be sent as given
     ├── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
     └── StorageUnavailable     STORAGE_UNAVAILABLE: Redis or the data directory cannot keep what it must
 
@@ -57,6 +58,8 @@ CODES = frozenset(
         "PATTERN_INVALID",
         "STORAGE_UNAVAILABLE",
         "INTERNAL",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
     }
 )
 
@@ -117,6 +120,13 @@ class AccessDenied(WikiqError):
 
 class WebhookRefused(WikiqError):
     code = "WEBHOOK_REFUSED"
+
+
+class InvalidWebhook(WikiqError):
+    """A webhook URL that could never be sent: a host name IDNA cannot encode, a label too long or empty,
+    a URL too long once encoded."""
+
+    code = "INVALID_WEBHOOK"
 
 
 class RateLimited(WikiqError):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +21,8 @@ from worker.schema.edits import Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 Durability = Literal["none", "local", "replica"]
+# a host name or IP literal of WIKIQ_ALLOWED_HOSTS (IPv6 without brackets), or ".domain" for its subdomains
+_HOST_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?|[0-9a-f:.]+")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -77,6 +81,12 @@ class Settings(BaseSettings):
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"
     log_level: str = "info"
+    # Host names (besides the bind address's own) the API answers for: exact names, ".example.org" for
+    # a domain and its subdomains, "*" for any; other Host headers get 421 (against DNS rebinding)
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # proxies (IP addresses or networks) whose X-Forwarded-Proto and X-Forwarded-For are believed: the
+    # scheme they name is the request's (https there makes the status page's cookie Secure)
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
@@ -94,6 +104,47 @@ class Settings(BaseSettings):
         if any(v < 0 for v in value):
             raise ValueError("delays must be zero or positive seconds")
         return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _parse_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().lower().rstrip(".") for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name != "*" and not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a host name: give names without scheme or port, comma-separated "
+                    '(".example.org" for a domain and its subdomains, "*" for any)'
+                )
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _parse_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        if not isinstance(value, tuple | list):
+            return value
+        found = []
+        for part in map(str, value):
+            try:
+                found.append(
+                    str(
+                        ipaddress.ip_network(part, strict=False)
+                        if "/" in part
+                        else ipaddress.ip_address(part)
+                    )
+                )
+            except ValueError:
+                raise ValueError(
+                    f"{part!r} is not an IP address or network, e.g. 10.0.0.5 or 172.16.0.0/12"
+                ) from None
+        return tuple(found)
 
     @field_validator("redis_sentinels", mode="before")
     @classmethod

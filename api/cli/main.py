@@ -76,7 +76,7 @@ def api(
     _logging(settings)
     _check_remotes(settings)
     try:
-        application = create_app(settings)
+        application = create_app(settings, bind_host=host)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         typer.echo(f"wikiq: bad tokens file WIKIQ_TOKENS_FILE={settings.tokens_file}: {first}", err=True)
@@ -88,6 +88,7 @@ def api(
         log_level="warning",
         log_config=None,  # uvicorn's lines go through the structured logging of _logging
         access_log=False,
+        proxy_headers=False,  # the app believes only WIKIQ_TRUSTED_PROXIES (api.server.app)
         h11_max_incomplete_event_size=256 * 1024,  # the request limits of api.server.limits answer first
     )
 

@@ -58,7 +58,9 @@ def _mcp(settings: Settings) -> dict[str, Any]:
         "200": _json(JSONRPC_ANSWER, "the JSON-RPC answer (a refused call is an answer with an error)"),
         "202": {"description": "a notification (no id) was taken; it has no answer"},
         "400": _json(JSONRPC_ANSWER, "not a JSON-RPC request"),
+        "403": _json(error, "the request comes from another site's page (an Origin not this server's)"),
         "413": _json(error, "the request body is over WIKIQ_MAX_BODY_BYTES"),
+        "421": _json(error, "the Host header names no host this server answers for"),
         "429": _json(error, "too many MCP requests of this principal in flight"),
     }
     if settings.tokens_file is not None:

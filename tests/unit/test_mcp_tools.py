@@ -66,9 +66,17 @@ def test_write_batch_is_shorter_than_before_and_names_every_batch_error() -> Non
         "REMOTE_UNAVAILABLE",
         "REMOTE_REJECTED",
         "STORAGE_UNAVAILABLE",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
     }
     assert {code for code in batch_codes if code not in write} == set()
-    assert set(CODES) <= set(HINTS) | {"WIKI_EXISTS", "WEBHOOK_REFUSED"}
+    # refusals of the request itself (its webhook URL, its Host), not of the batch's edits
+    assert set(CODES) <= set(HINTS) | {
+        "WIKI_EXISTS",
+        "WEBHOOK_REFUSED",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
+    }
 
 
 def _fields(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
