@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from api.server.auth import Principal
+from api.server.auth import UI_COOKIE, Principal
 from api.server.deps import Caller, Svc
 from worker.jobs.queue import queue_name
 from worker.jobs.records import FINISHED, JobRecord, iso, partition_of, redact_url
@@ -40,7 +40,7 @@ TEMPLATES = Environment(
 STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
@@ -278,12 +278,20 @@ def _poll_url(path: str, wiki: str | None) -> str:
     return path + ("?" + urlencode({"wiki": wiki}) if wiki else "")
 
 
+def _signed_in(request: Request) -> bool:
+    """Whether the page was reached with a session cookie (then it offers to sign out)."""
+    return UI_COOKIE in request.cookies
+
+
 @router.get("", response_class=HTMLResponse)
-async def index(svc: Svc, caller: Caller, wiki: WikiFilter = None) -> Response:
+async def index(request: Request, svc: Svc, caller: Caller, wiki: WikiFilter = None) -> Response:
     """The status page: wikis and recent jobs."""
     view = await overview(svc, caller, wiki)
+    poll = _poll_url("/ui/state", wiki)
     return _page(
-        _render("index.html", title="status", poll_url=_poll_url("/ui/state", wiki), done=False, **view)
+        _render(
+            "index.html", title="status", poll_url=poll, done=False, signed_in=_signed_in(request), **view
+        )
     )
 
 
@@ -311,11 +319,19 @@ async def _job(svc: Service, caller: Principal, job_id: str) -> tuple[dict[str, 
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-async def job_page(job_id: str, svc: Svc, caller: Caller) -> Response:
+async def job_page(request: Request, job_id: str, svc: Svc, caller: Caller) -> Response:
     """One job: status, timings, error, applied list, webhook attempts and the diff of its commit."""
     view, diff, done = await _job(svc, caller, job_id)
     poll = "" if done else f"/ui/jobs/{view['job_id']}/state"
-    html = _render("job.html", title=f"job {view['job_id']}", poll_url=poll, done=done, job=view, diff=diff)
+    html = _render(
+        "job.html",
+        title=f"job {view['job_id']}",
+        poll_url=poll,
+        done=done,
+        job=view,
+        diff=diff,
+        signed_in=_signed_in(request),
+    )
     return _page(html)
 
 
