@@ -172,7 +172,7 @@ def _webhook_view(record: JobRecord) -> dict[str, Any] | None:
         "state": hook.state,
         "attempts": attempts,
         "summary": summary,
-        "target": redact_url(hook.url),  # no query, no userinfo
+        "target": redact_url(hook.url),  # its origin only: the rest may hold a secret
     }
 
 
