@@ -159,7 +159,9 @@ def dev(
         fsync = appendfsync_for(settings.accept_durability)
         server = RedisServer(data / "redis", appendonly=True, appendfsync=fsync).start()
         env["WIKIQ_REDIS_URL"] = server.url
-    exe = [sys.executable, "-m", "api.cli"]
+    # -P: the children do not put the current directory first on sys.path, so a file there named like a
+    # module wikiq imports (mcp.py, typer.py, ...) is not run as code
+    exe = [sys.executable, "-P", "-m", "api.cli"]
     children = [
         # own sessions: Ctrl-C reaches only `wikiq dev`, which stops workers and API before Redis
         subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env, start_new_session=True),
