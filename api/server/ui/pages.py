@@ -1,10 +1,11 @@
 """``/ui``: a server-rendered status page (Jinja2, no build step) refreshed live by a little JavaScript.
 
-``/ui`` lists the wikis the caller may read (head, queued and running jobs, partition depth) and their
-recent jobs; ``/ui/jobs/{id}`` shows one job with its applied list, webhook attempts and the diff of its
-commit (``git show`` against the parent, read-only, escaped). Each page polls ``<page>/state`` every
-second: a JSON object ``{"parts": {element id: HTML}, "done": bool}`` rendered by the same templates.
-Auth is the API's (``api.server.auth.principal``); wikis the caller may not read are left out.
+``/ui`` lists the wikis the caller may read (head, queued and running jobs, the partition's depth counted
+over those wikis only) and their recent jobs; ``/ui/jobs/{id}`` shows one job with its applied list,
+webhook attempts and the diff of its commit (``git show`` against the parent, read-only, escaped). Each
+page polls ``<page>/state`` every second: a JSON object ``{"parts": {element id: HTML}, "done": bool}``
+rendered by the same templates. Auth is the API's (``api.server.auth.principal``); wikis the caller may
+not read are left out.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
         for wiki in shown:
             pipe.zrevrange(app.jobs.wiki_index(wiki), 0, PER_WIKI - 1, withscores=True)
         replies = await pipe.execute()
-    depth = {p: int(replies[2 * i]) for i, p in enumerate(partitions)}
+    # a partition's length counts every wiki's jobs: it only says whether the scan below saw them all
+    capped = {p: int(replies[2 * i]) > QUEUE_SCAN for i, p in enumerate(partitions)}
     waiting = [_text(j) for i in range(len(partitions)) for j in replies[2 * i + 1]]
     newest = sorted(
         ((score, _text(job_id)) for reply in replies[2 * len(partitions) :] for job_id, score in reply),
@@ -239,6 +241,10 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
             record = JobRecord.model_validate_json(raw)
             if record.status in ("queued", "running"):
                 counts[record.wiki][record.status] += 1
+    # the depth shown is of the wikis the caller may read: other principals' work is not theirs to see
+    depth: dict[int, int] = defaultdict(int)
+    for wiki in listed:
+        depth[partition_of(wiki, app.settings.partitions)] += counts[wiki]["queued"] + counts[wiki]["running"]
     now_ms = int(time.time() * 1000)
     jobs = [JobRecord.model_validate_json(raw) for raw in raws[len(waiting) :] if raw is not None]
     return {
@@ -250,7 +256,7 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
                 "depth": depth[partition_of(wiki, app.settings.partitions)],
                 "queued": counts[wiki]["queued"],
                 "running": counts[wiki]["running"],
-                "capped": depth[partition_of(wiki, app.settings.partitions)] > QUEUE_SCAN,
+                "capped": capped[partition_of(wiki, app.settings.partitions)],
                 "remote": listed[wiki].remote,
                 "published_at": listed[wiki].published_at,
                 "problems": listed[wiki].problems or [],
