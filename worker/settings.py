@@ -21,8 +21,8 @@ from worker.schema.edits import Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 Durability = Literal["none", "local", "replica"]
-# a host name or IP literal of WIKIQ_ALLOWED_HOSTS (IPv6 without brackets), or ".domain" for its subdomains
-_HOST_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?|[0-9a-f:.]+")
+# a host name of WIKIQ_ALLOWED_HOSTS, or ".domain" for the domain and its subdomains
+_HOST_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -109,19 +109,27 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_hosts(cls, value: object) -> object:
         if isinstance(value, str):
-            return tuple(part.strip().lower().rstrip(".") for part in value.split(",") if part.strip())
+            parts = (part.strip().lower().rstrip(".") for part in value.split(","))
+            return tuple(part.removeprefix("[").removesuffix("]") for part in parts if part)
         return value
 
     @field_validator("allowed_hosts")
     @classmethod
     def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        found = []
         for name in value:
+            try:
+                found.append(str(ipaddress.ip_address(name)))  # an address, as the Host check compares it
+                continue
+            except ValueError:
+                pass
+            found.append(name)
             if name != "*" and not _HOST_NAME.fullmatch(name):
                 raise ValueError(
                     f"{name!r} is not a host name: give names without scheme or port, comma-separated "
                     '(".example.org" for a domain and its subdomains, "*" for any)'
                 )
-        return value
+        return tuple(found)
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

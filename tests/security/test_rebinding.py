@@ -119,3 +119,21 @@ def test_allowed_hosts_follow_the_bind_address() -> None:
     assert split_host("[::1]:8080") == ("::1", "8080")
     assert split_host("Example.ORG.:80") == ("example.org", "80")
     assert split_host("::1") == ("::1", "")
+
+
+def test_allowed_hosts_setting_is_checked_at_start() -> None:
+    """WIKIQ_ALLOWED_HOSTS takes names, ".domain", "*" and addresses (brackets optional); a name with a
+    port or a scheme stops start-up with one line naming the variable."""
+    from worker.settings import SettingsError, load_settings
+
+    settings = load_settings(allowed_hosts="Wiki.Example.org., [::1], .example.net, *")
+    assert settings.allowed_hosts == ("wiki.example.org", "::1", ".example.net", "*")
+    for bad in ("wiki.example.org:8443", "https://wiki.example.org", "a b"):
+        with pytest.raises(SettingsError, match="WIKIQ_ALLOWED_HOSTS"):
+            load_settings(allowed_hosts=bad)
+    with pytest.raises(SettingsError, match="WIKIQ_TRUSTED_PROXIES"):
+        load_settings(trusted_proxies="proxy.internal")
+    assert load_settings(trusted_proxies="10.0.0.5, 172.16.0.1/12").trusted_proxies == (
+        "10.0.0.5",
+        "172.16.0.0/12",
+    )
