@@ -46,7 +46,7 @@ def open_hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     service = Service(
         tmp_path_factory.mktemp("open-hooks"),
         WIKIQ_WEBHOOK_RETRY_SCHEDULE="0,0.3",
-        WIKIQ_WEBHOOK_TIMEOUT="1",
+        WIKIQ_WEBHOOK_TIMEOUT="10",  # generous: a busy machine must not turn an attempt into a timeout
     ).start(workers=1)
     service.create_wiki("w")
     yield service
