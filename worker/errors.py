@@ -13,6 +13,7 @@ and, where one edit is to blame, that edit's ``index``; some carry ``details`` a
     ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
     ├── WebhookRefused         WEBHOOK_REFUSED
+    ├── InvalidWebhook         INVALID_WEBHOOK: a webhook URL that cannot be sent as given
     ├── RateLimited            RATE_LIMITED, with ``retry_after`` seconds
     ├── QueryTooCostly         QUERY_TOO_COSTLY: a read would cost more than its budget
     └── StorageUnavailable     STORAGE_UNAVAILABLE: Redis or the data directory cannot keep what it must
@@ -63,6 +64,8 @@ CODES = frozenset(
         "PATTERN_INVALID",
         "STORAGE_UNAVAILABLE",
         "INTERNAL",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
     }
 )
 
@@ -137,6 +140,13 @@ class AccessDenied(WikiqError):
 
 class WebhookRefused(WikiqError):
     code = "WEBHOOK_REFUSED"
+
+
+class InvalidWebhook(WikiqError):
+    """A webhook URL that could never be sent: a host name IDNA cannot encode, a label too long or empty,
+    a URL too long once encoded."""
+
+    code = "INVALID_WEBHOOK"
 
 
 class RateLimited(WikiqError):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +21,8 @@ from worker.schema.edits import Costs, Limits
 
 DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 Durability = Literal["none", "local", "replica"]
+# a host name of WIKIQ_ALLOWED_HOSTS, or ".domain" for the domain and its subdomains
+_HOST_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -87,6 +91,12 @@ class Settings(BaseSettings):
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"
     log_level: str = "info"
+    # Host names (besides the bind address's own) the API answers for: exact names, ".example.org" for
+    # a domain and its subdomains, "*" for any; other Host headers get 421 (against DNS rebinding)
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # proxies (IP addresses or networks) whose X-Forwarded-Proto and X-Forwarded-For are believed: the
+    # scheme they name is the request's (https there makes the status page's cookie Secure)
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
@@ -104,6 +114,55 @@ class Settings(BaseSettings):
         if any(v < 0 for v in value):
             raise ValueError("delays must be zero or positive seconds")
         return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _parse_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = (part.strip().lower().rstrip(".") for part in value.split(","))
+            return tuple(part.removeprefix("[").removesuffix("]") for part in parts if part)
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        found = []
+        for name in value:
+            try:
+                found.append(str(ipaddress.ip_address(name)))  # an address, as the Host check compares it
+                continue
+            except ValueError:
+                pass
+            found.append(name)
+            if name != "*" and not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not a host name: give names without scheme or port, comma-separated "
+                    '(".example.org" for a domain and its subdomains, "*" for any)'
+                )
+        return tuple(found)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _parse_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        if not isinstance(value, tuple | list):
+            return value
+        found = []
+        for part in map(str, value):
+            try:
+                found.append(
+                    str(
+                        ipaddress.ip_network(part, strict=False)
+                        if "/" in part
+                        else ipaddress.ip_address(part)
+                    )
+                )
+            except ValueError:
+                raise ValueError(
+                    f"{part!r} is not an IP address or network, e.g. 10.0.0.5 or 172.16.0.0/12"
+                ) from None
+        return tuple(found)
 
     @field_validator("redis_sentinels", mode="before")
     @classmethod

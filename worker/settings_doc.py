@@ -71,6 +71,12 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "window; `0` turns the limit off.",
             "rate_limit_window_seconds": "The rate limit's window.",
             "mcp_max_concurrent": "MCP requests one principal may have in flight at `/mcp` (`429` beyond).",
+            "allowed_hosts": "Host names the API answers for besides its bind address's own (a loopback "
+            "bind: `localhost` and loopback addresses; `0.0.0.0`: `localhost` and any IP address): exact "
+            "names, `.example.org` for a domain and its subdomains, `*` for any. Another `Host` is `421 "
+            "MISDIRECTED_HOST`, against DNS rebinding; `/healthz` and `/readyz` answer any.",
+            "trusted_proxies": "Proxies (addresses or networks) whose `X-Forwarded-Proto` and "
+            "`X-Forwarded-For` are believed; `https` there makes the status page's cookie `Secure`.",
         },
     ),
     (
@@ -202,7 +208,9 @@ def _type(annotation: Any) -> str:
     origin = get_origin(annotation)
     if origin is tuple:
         args = get_args(annotation)
-        return "host:port list" if args and get_origin(args[0]) is tuple else "number list"
+        if args and get_origin(args[0]) is tuple:
+            return "host:port list"
+        return "text list" if args and args[0] is str else "number list"
     if str(origin) == "typing.Literal":
         return " \\| ".join(f"`{value}`" for value in get_args(annotation))
     names = {bool: "boolean", int: "integer", float: "seconds", str: "text", Path: "path"}

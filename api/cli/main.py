@@ -76,7 +76,7 @@ def api(
     _logging(settings)
     _check_remotes(settings)
     try:
-        application = create_app(settings)
+        application = create_app(settings, bind_host=host)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         typer.echo(f"wikiq: bad tokens file WIKIQ_TOKENS_FILE={settings.tokens_file}: {first}", err=True)
@@ -88,6 +88,7 @@ def api(
         log_level="warning",
         log_config=None,  # uvicorn's lines go through the structured logging of _logging
         access_log=False,
+        proxy_headers=False,  # the app believes only WIKIQ_TRUSTED_PROXIES (api.server.app)
         h11_max_incomplete_event_size=256 * 1024,  # the request limits of api.server.limits answer first
     )
 
@@ -158,7 +159,9 @@ def dev(
         fsync = appendfsync_for(settings.accept_durability)
         server = RedisServer(data / "redis", appendonly=True, appendfsync=fsync).start()
         env["WIKIQ_REDIS_URL"] = server.url
-    exe = [sys.executable, "-m", "api.cli"]
+    # -P: the children do not put the current directory first on sys.path, so a file there named like a
+    # module wikiq imports (mcp.py, typer.py, ...) is not run as code
+    exe = [sys.executable, "-P", "-m", "api.cli"]
     children = [
         # own sessions: Ctrl-C reaches only `wikiq dev`, which stops workers and API before Redis
         subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env, start_new_session=True),

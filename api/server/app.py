@@ -16,11 +16,13 @@ from git.exc import GitCommandError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from api.server import errors, mcp, openapi
 from api.server import metrics as metrics_route
 from api.server.auth import Authenticator
 from api.server.deps import AppState, Svc
+from api.server.hosts import AllowedHosts, HostGuard
 from api.server.limits import RequestLimits
 from api.server.routes import jobs, wikis
 from api.server.ui import login, pages
@@ -49,8 +51,10 @@ def redis_unavailable(exc: RedisError) -> bool:
     return isinstance(exc, ResponseError) and str(exc).startswith(_TRANSIENT)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """A wikiq API app bound to ``settings``; ``ValueError`` or ``OSError`` for a bad tokens/remotes file."""
+def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
+    """A wikiq API app bound to ``settings``, listening on ``bind_host`` (which names it answers for,
+    with ``WIKIQ_ALLOWED_HOSTS``: ``api.server.hosts``); ``ValueError`` or ``OSError`` for a bad
+    tokens/remotes file."""
     auth = Authenticator(settings)
     remotes = RemoteRegistry(settings.remotes_file)
 
@@ -84,6 +88,9 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(HostGuard, allowed=AllowedHosts(bind_host, settings.allowed_hosts))
+    if settings.trusted_proxies:  # their X-Forwarded-Proto is the scheme (a Secure cookie behind TLS)
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(settings.trusted_proxies))
 
     @app.exception_handler(RedisError)
     async def redis_error(request: Request, exc: RedisError) -> JSONResponse:

@@ -36,6 +36,7 @@ STATUS = {
     "REMOTE_REJECTED": 502,
     "STORAGE_UNAVAILABLE": 503,
     "INTERNAL": 500,
+    "MISDIRECTED_HOST": 421,
 }
 
 
@@ -48,12 +49,13 @@ class ErrorBody(BaseModel):
 _DOC = {
     400: "malformed request",
     401: "missing or unknown bearer token (UNAUTHORIZED)",
-    403: "the token does not allow this (FORBIDDEN)",
+    403: "the token does not allow this, or the request comes from another site's page (FORBIDDEN)",
     404: "no such wiki, page, job, plan or route (the same answer when the caller may not read it)",
     405: "method not allowed",
     409: "conflict (WIKI_EXISTS, NOT_CANCELLABLE)",
     413: "over a limit (TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY)",
     414: "query string too long",
+    421: "the Host header names no host this server answers for (MISDIRECTED_HOST)",
     422: "refused: shape, path, zone, encoding, webhook, idempotency, or a read over its budget "
     "(QUERY_TOO_COSTLY; see the code)",
     429: "rate limited (RATE_LIMITED, with Retry-After)",

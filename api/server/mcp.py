@@ -206,13 +206,8 @@ def mount(app: FastAPI, settings: Any) -> None:
         return ServiceBackend(state.service, caller)
 
     server = build_server(backend_for, settings.limits)
-    single_user = settings.tokens_file is None
-    security = TransportSecuritySettings(
-        # single-user mode listens on loopback only: refuse requests a DNS-rebinding page could forge
-        enable_dns_rebinding_protection=single_user,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
+    # Host and Origin are checked for the whole app, /mcp in every mode included (api.server.hosts)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     http_app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,

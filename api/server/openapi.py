@@ -58,8 +58,12 @@ def _mcp(settings: Settings) -> dict[str, Any]:
         "200": _json(JSONRPC_ANSWER, "the JSON-RPC answer (a refused call is an answer with an error)"),
         "202": {"description": "a notification (no id) was taken; it has no answer"},
         "400": _json(JSONRPC_ANSWER, "not a JSON-RPC request"),
+        "403": _json(error, "the request comes from another site's page (an Origin not this server's)"),
         "413": _json(error, "the request body is over WIKIQ_MAX_BODY_BYTES"),
+        "414": _json(error, "the query string is too long"),
+        "421": _json(error, "the Host header names no host this server answers for"),
         "429": _json(error, "too many MCP requests of this principal in flight"),
+        "431": _json(error, "the request headers are too large"),
     }
     if settings.tokens_file is not None:
         responses["401"] = _json(error, "missing or unknown bearer token")
@@ -110,6 +114,15 @@ def _complete(spec: dict[str, Any], settings: Settings, remotes: tuple[str, ...]
             else {"type": "null", "default": None}
         ) | {"description": new_wiki["remote"].get("description", "")}
     spec["paths"]["/mcp"] = _mcp(settings)
+    for path in PUBLIC:  # the request limits (api.server.limits) answer before any route, these too
+        for operation in spec["paths"].get(path, {}).values():
+            responses = operation.setdefault("responses", {})
+            responses.setdefault(
+                "414", _json({"$ref": "#/components/schemas/ErrorBody"}, "query string too long")
+            )
+            responses.setdefault(
+                "431", _json({"$ref": "#/components/schemas/ErrorBody"}, "headers too large")
+            )
     if settings.tokens_file is not None:
         spec["components"]["securitySchemes"] = {"bearerAuth": {"type": "http", "scheme": "bearer"}}
         spec["security"] = [{"bearerAuth": []}]

@@ -566,3 +566,57 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
         assert delay is None
     else:
         assert delay is not None and next_delay * 0.8 - 0.01 <= delay <= next_delay * 1.2 + 0.01
+
+
+async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
+    dep: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst holding records whose URLs can never be sent (kept before URLs were encoded at submission:
+    a 64-character label, a non-ASCII path, simulated by letting submission keep them as given) beside
+    good ones: each good one is POSTed once and recorded delivered; each bad one is recorded failed, with
+    its reason, and not retried."""
+    from worker.service import submit as submit_module
+    from worker.webhooks.first import FirstAttempts
+    from worker.webhooks.http import WebhookSender
+
+    async def as_given(url: str, allow_private: bool) -> str:
+        return url
+
+    monkeypatch.setattr(submit_module, "check_webhook_url", as_given)
+    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    await _alive(dep)
+    with running_receiver() as receiver:
+        urls = [
+            receiver.url("/good-0"),
+            "http://" + "a" * 64 + ".example/hook",
+            receiver.url("/good-1"),
+            receiver.url("/check-✓"),
+            receiver.url("/good-2"),
+        ]
+        sender = WebhookSender(allow_private=True, timeout=5)
+        signer = signer_for(TEST_SECRET)
+        assert signer is not None
+        first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+        wiki = await dep.new_wiki("first")
+        jobs = []
+        async with dep.worker.paused():  # the jobs' arq entries run only here, by apply_batch
+            for n, url in enumerate(urls):
+                batch = {"message": "m", "edits": [create(f"wiki/{n}.md")], "webhook": {"url": url}}
+                jobs.append(await dep.submit_ok(wiki, batch))
+                assert await apply_batch(_sending(dep), jobs[-1]) == "succeeded"
+            assert await first.take(block=0) == len(urls)  # one burst
+            await first.close(10)
+        await sender.aclose()
+        assert sorted(d.path for d in receiver.deliveries) == [
+            "/check-%E2%9C%93",
+            "/good-0",
+            "/good-1",
+            "/good-2",
+        ]
+    hooks = [await webhook_of(dep, job_id) for job_id in jobs]
+    assert [h["state"] for h in hooks] == ["delivered", "failed", "delivered", "delivered", "delivered"]
+    assert all(len(h["attempts"]) == 1 for h in hooks), hooks
+    assert hooks[1]["attempts"][0]["error"].startswith("InvalidWebhook: ")
+    assert await queued_delay(dep, jobs[1], 0, 1) is None  # not retried: it can never be sent
+    for job_id in jobs:
+        assert await queued_delay(dep, job_id, 0, 0) is None  # arq's safety net dropped: recorded once

@@ -87,9 +87,17 @@ def test_write_batch_stays_short_and_names_every_batch_error() -> None:
         "REMOTE_REJECTED",
         "STORAGE_UNAVAILABLE",
         "QUERY_TOO_COSTLY",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
     }
     assert {code for code in batch_codes if code not in write} == set()
-    assert set(CODES) <= set(HINTS) | {"WIKI_EXISTS", "WEBHOOK_REFUSED"}
+    # refusals of the request itself (its webhook URL, its Host), not of the batch's edits
+    assert set(CODES) <= set(HINTS) | {
+        "WIKI_EXISTS",
+        "WEBHOOK_REFUSED",
+        "INVALID_WEBHOOK",
+        "MISDIRECTED_HOST",
+    }
 
 
 def test_every_argument_is_described_and_every_edit_field_named_in_the_prose() -> None:

@@ -322,9 +322,12 @@ class Publisher:
                     for plan, edits in done.commits:
                         telemetry.commit_written(plan, edits)
                 if done.head is not None:
-                    await wikis.registry.set_head(
+                    await wikis.note_head(
                         first.wiki,
+                        repo,
+                        entry,
                         done.head,
+                        len(done.commits),
                         published_ms=now_ms() if done.pushed else None,
                         partition=first.partition,
                         owner=owner,

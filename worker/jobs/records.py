@@ -113,10 +113,11 @@ def now_ms() -> int:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without userinfo, query and fragment (which may carry capabilities)."""
+    """``url`` reduced to its origin (``scheme://host[:port]/``): its path, ``;params``, query, fragment and
+    userinfo may carry capabilities (Slack- and Discord-style URLs keep their secret in the path)."""
     parts = urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return urlunsplit((parts.scheme, host, "/", "", ""))
 
 
 class JobRecord(BaseModel):

@@ -21,7 +21,8 @@ from worker import keys
 
 class WikiEntry(BaseModel):
     """A remote-backed wiki: its remote's name, the branch's head as last seen, when it was last published,
-    and problems found in its tree when it was attached (paths wikiq refuses, files outside the zones)."""
+    and problems found in its tree (paths wikiq refuses, files outside the zones, links and submodules)
+    at attach and after each fetch that brought someone else's commits."""
 
     remote: str
     head: str | None = None
@@ -117,6 +118,16 @@ class WikiRegistry:
         )
         if entry.head is not None:
             await self.set_head(wiki, entry.head, published_ms=entry.published_ms)
+
+    async def set_problems(self, wiki: str, problems: list[str]) -> None:
+        """Replace the problems recorded for ``wiki`` (its writer, after its tree was checked again);
+        nothing when ``wiki`` is not registered."""
+        raw = await cast(Awaitable[Any], self.redis.hget(keys.WIKIS, wiki))
+        if raw is None:
+            return
+        entry = WikiEntry.model_validate_json(raw).model_copy(update={"problems": problems})
+        static = entry.model_dump_json(exclude={"head", "published_ms"})
+        await cast(Awaitable[int], self.redis.hset(keys.WIKIS, wiki, static))
 
     async def forget(self, wiki: str) -> None:
         """Remove ``wiki`` from the registry (an attach that failed)."""

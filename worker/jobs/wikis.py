@@ -9,8 +9,9 @@ never move the cache's ``main``: only the wiki's writer does that, after a publi
 
 Attaching (``attach``) takes an operator-declared remote by name: an empty remote branch gets the initial
 commit pushed, a non-empty one is taken as it is and its tree is checked (paths wikiq refuses, files
-outside the zones are recorded as ``problems``, shown by ``wikiq doctor`` and ``/ui``). If anything fails,
-nothing is left behind: no registry entry, no cache.
+outside the zones, symbolic links and submodules are recorded as ``problems``, shown by ``wikiq doctor``
+and ``/ui``); the check runs again whenever a publish or a fetch brings commits someone else pushed
+(``note_head``). If an attach fails, nothing is left behind: no registry entry, no cache.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from worker.engine import NewFile, Plan
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, path_problem
 from worker.errors import BatchRejected, WikiExists, WikiNotFound
 from worker.git import INITIAL_FILES, SERVICE, GitStore, WikiRepo, object_id
+from worker.git.objects import TREE_MODE
 from worker.git.policy import policy_for
 from worker.git.remote import (
     Accepted,
@@ -63,23 +65,42 @@ class Target:
     commit: str | None
 
 
+_SYMLINK_MODE = 0o120000
+_GITLINK_MODE = 0o160000  # a submodule's entry
+
+
 def tree_problems(repo: WikiRepo, commit: str | None) -> list[str]:
-    """What in the tree at ``commit`` wikiq would refuse to write: bad paths and files outside the zones."""
+    """What in the tree at ``commit`` wikiq would refuse to write or cannot serve: bad paths, files outside
+    the zones, symbolic links and submodules (listed by git, read by nobody here); at most
+    ``MAX_PROBLEMS``."""
     if commit is None:
         return []
     problems: list[str] = []
-    for file in repo.list_files(commit):
-        problem = path_problem(file.path)
-        if problem is not None:
-            problems.append(f"{file.path!r}: {problem}")
-        else:
-            try:
-                DEFAULT_POLICY.check("create", file.path, None)
-            except BatchRejected as exc:
-                problems.append(f"{file.path!r}: {exc.message}")
-        if len(problems) >= MAX_PROBLEMS:
-            problems.append("... and more")
-            break
+
+    def walk(tree_id: str, base: str) -> bool:
+        for name, (mode, oid) in repo.tree(tree_id).items():
+            path = base + name
+            if mode == TREE_MODE:
+                if not walk(oid, path + "/"):
+                    return False
+                continue
+            if mode == _GITLINK_MODE:
+                problems.append(f"{path!r}: a submodule, which wikiq does not serve")
+            elif mode == _SYMLINK_MODE:
+                problems.append(f"{path!r}: a symbolic link, which wikiq does not serve")
+            elif (problem := path_problem(path)) is not None:
+                problems.append(f"{path!r}: {problem}")
+            else:
+                try:
+                    DEFAULT_POLICY.check("create", path, None)
+                except BatchRejected as exc:
+                    problems.append(f"{path!r}: {exc.message}")
+            if len(problems) >= MAX_PROBLEMS:
+                problems.append("... and more")
+                return False
+        return True
+
+    walk(repo.tree_of(commit), "")
     return problems
 
 
@@ -161,6 +182,39 @@ class Wikis:
                     kind="not_found",
                 )
         return Head(repo, entry.head, entry)
+
+    async def note_head(
+        self,
+        wiki: str,
+        repo: WikiRepo,
+        entry: WikiEntry,
+        head: str,
+        ours: int,
+        *,
+        published_ms: int | None,
+        partition: int,
+        owner: str | None,
+    ) -> None:
+        """Record ``head`` as ``wiki``'s head after a publish or a fetch (fenced by ``owner``'s lease), and
+        check its tree for problems again when commits other than wikiq's came with it: when the commit
+        ``ours`` first parents below ``head`` (the head our ``ours`` commits were built on) is not the head
+        ``entry`` had. wikiq's own commits never add or remove a problem, so they cost no tree walk."""
+        moved = await self.registry.set_head(
+            wiki, head, published_ms=published_ms, partition=partition, owner=owner
+        )
+        if not moved or head == entry.head:
+            return
+
+        def check() -> list[str] | None:
+            base: str | None = head
+            for _ in range(ours):
+                parents = repo.commit_info(base).parents if base is not None else []
+                base = parents[0] if parents else None
+            return None if base == entry.head else tree_problems(repo, head)
+
+        problems = await anyio.to_thread.run_sync(check)
+        if problems is not None and problems != entry.problems:
+            await self.registry.set_problems(wiki, problems)
 
     async def attach(self, wiki: str, remote_name: str) -> WikiEntry:
         """Attach ``wiki`` to the declared remote ``remote_name`` (see the module); its registry entry.

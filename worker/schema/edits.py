@@ -20,7 +20,16 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from worker.errors import BatchRejected
@@ -126,8 +135,21 @@ def _content_schema(schema: dict[str, Any]) -> None:
 
 
 class _Strict(BaseModel):
-    # strict: JSON's false is a boolean, 2.0 is not an integer level, "1" is not a count (as the schema says)
+    # strict: JSON's false is a boolean, not 0; "1" is not a count (as the schema says); see also _whole
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _whole(value: object) -> object:
+    """A JSON number without a fraction (``5.0``) as the integer it is, as JSON Schema's ``integer``
+    allows; anything else (``5.5``, ``true``, ``"5"``) is left for strict validation to refuse."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# after the constraints, so the schema still says minimum/maximum (pydantic renders them so only then)
+Whole = BeforeValidator(_whole)
+Count = Annotated[int, Field(ge=1), Whole]
 
 
 class _Edit(_Strict):
@@ -174,9 +196,8 @@ class Replace(_Edit):
         bool, Field(description="Replace every occurrence; false (default): old must occur exactly once.")
     ] = False
     expected_count: Annotated[
-        int | None,
+        Count | None,
         Field(
-            ge=1,
             description="Guard: refuse (COUNT_MISMATCH) unless old occurs exactly this many times. A "
             "count above 1 needs replace_all=true too.",
         ),
@@ -276,7 +297,7 @@ class InsertSectionAfter(_SectionEdit):
 
     op: Literal["insert_section_after"] = Field(description="The op: insert_section_after.")
     new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading's text.")]
-    level: Annotated[int, Field(ge=1, le=6, description="The new heading's level: 1 for '#' to 6.")]
+    level: Annotated[int, Field(ge=1, le=6, description="The new heading's level: 1 for '#' to 6."), Whole]
     content: Annotated[str, Field(description="The new section's body, without the heading line.")] = ""
 
 
@@ -330,8 +351,8 @@ class ReplaceAcross(_Strict):
     ] = None
     new: Annotated[str, Field(description="The replacement text.")]
     expected_count: Annotated[
-        int | None,
-        Field(ge=1, description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
+        Count | None,
+        Field(description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
     ] = None
     outside_code: Annotated[
         bool,

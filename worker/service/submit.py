@@ -116,7 +116,8 @@ class Submissions:
                 raise WebhookRefused(
                     "this server has no WIKIQ_WEBHOOK_SECRET, so it sends no webhooks; poll the job"
                 )
-            await check_webhook_url(batch.webhook.url, allow_private=settings.webhook_allow_private)
+            url = await check_webhook_url(batch.webhook.url, allow_private=settings.webhook_allow_private)
+            batch = batch.model_copy(update={"webhook": batch.webhook.model_copy(update={"url": url})})
         job_id = new_job_id()
         scope = f"{caller.id}\x00{wiki}"
         guard = None

@@ -31,13 +31,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from standardwebhooks import Webhook
 
-from worker.errors import WebhookRefused
+from worker.errors import WebhookRefused, WikiqError
 from worker.jobs import events as telemetry
 from worker.jobs.context import JobContext
 from worker.jobs.queue import enqueue_attempt
 from worker.jobs.records import JobRecord, JobStore, event_body
 from worker.schema.answers import Attempt
-from worker.webhooks.guard import address_refused
+from worker.webhooks.guard import address_refused, sendable_url
 from worker.webhooks.http import SendError, WebhookSender
 
 log = logging.getLogger("wikiq.webhooks")
@@ -132,11 +132,17 @@ async def send(
     signer: Webhook,
     now: Callable[[], datetime] = utc_now,
 ) -> Outcome:
-    """POST ``body`` signed for ``event_id`` once; never raises for the receiver's or network's failures.
+    """POST ``body`` signed for ``event_id`` once; never raises: every failure (the receiver's, the
+    network's, a URL that cannot be sent, a bug) is the outcome of this attempt alone. A URL that can never
+    be sent stops (no retry).
 
     ``now`` is the clock: the signed timestamp, and what a ``Retry-After`` date is counted from.
     """
     sent_at = now()
+    try:
+        url = sendable_url(url)
+    except WikiqError as exc:  # kept before URLs were encoded at submission: it can never be sent
+        return failed(sent_at, f"InvalidWebhook: {exc.message}"[:200], stop=True)
     headers = {
         "content-type": "application/json",
         "webhook-id": event_id,
@@ -161,6 +167,9 @@ async def send(
         error = "timeout"
     except (httpx.HTTPError, SendError) as exc:
         error = str(exc)[:200] if isinstance(exc, SendError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+    except Exception as exc:  # a failure of this one attempt, whatever it is, is this attempt's alone
+        log.warning("webhook attempt for %s failed unexpectedly", event_id, exc_info=exc)
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
     attempt = Attempt(
         at=sent_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         status=status,
@@ -169,6 +178,14 @@ async def send(
     )
     delivered = status is not None and 200 <= status < 300
     return Outcome(attempt, delivered, stop=delivered or status == 410, retry_after=retry_after)
+
+
+def failed(at: datetime, reason: str, stop: bool = False) -> Outcome:
+    """An attempt that got no answer for ``reason`` (retried on the schedule unless ``stop``)."""
+    attempt = Attempt(
+        at=at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), status=None, error=reason, ms=0
+    )
+    return Outcome(attempt, delivered=False, stop=stop, retry_after=None)
 
 
 def next_delay(

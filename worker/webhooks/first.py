@@ -39,7 +39,7 @@ from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.queue import dumps, enqueue_attempt
 from worker.jobs.records import FirstAttempt, JobRecord, JobStore, event_body, now_ms
 from worker.settings import Settings
-from worker.webhooks.deliver import Outcome, next_delay, noting, send
+from worker.webhooks.deliver import Outcome, failed, next_delay, noting, send, utc_now
 from worker.webhooks.http import WebhookSender
 
 log = logging.getLogger("wikiq.webhooks")
@@ -125,10 +125,15 @@ class FirstAttempts:
         task.add_done_callback(self.tasks.discard)
 
     async def _send(self, record: JobRecord) -> Outcome:
+        """One first attempt; whatever goes wrong in it is its failed outcome, never the burst's."""
         assert record.webhook is not None
-        body = event_body(record)
-        async with self.slots:
-            return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
+        try:
+            body = event_body(record)
+            async with self.slots:
+                return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
+        except Exception as exc:
+            log.warning("webhooks: first attempt of job %s failed unexpectedly", record.job_id, exc_info=exc)
+            return failed(utc_now(), f"{type(exc).__name__}: {str(exc)[:200]}")
 
     async def _deliver(self, finished: list[tuple[JobRecord, bytes]]) -> None:
         try:

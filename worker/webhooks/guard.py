@@ -1,6 +1,12 @@
 """Which webhook URLs wikiq may call: http(s), no credentials, and (unless allowed) no address that
 resolves to loopback, private, link-local, CGNAT, multicast or reserved ranges.
 
+A URL is kept as it will be sent (``sendable_url``): its host IDNA-encoded (``bücher.example`` is
+``xn--bcher-kva.example``), every label 1 to 63 bytes and the name at most 253, its path, query and
+fragment percent-encoded as UTF-8 where they hold what a request line may not (spaces, controls,
+non-ASCII, a ``%`` that starts no escape), all of it at most ``MAX_URL`` characters; a URL that cannot be
+made so is ``INVALID_WEBHOOK``. So an accepted URL can always be written on the wire.
+
 IPv6 forms that carry an IPv4 address inside them (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
 ``::a.b.c.d``, 6to4 ``2002:AABB:CCDD::/48``, Teredo ``2001::/32`` and NAT64 ``64:ff9b::/96`` and
 ``64:ff9b:1::/48``) are judged by the IPv4 address they reach too: ``http://[2002:7f00:1::]/`` is 127.0.0.1.
@@ -11,10 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import re
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from worker.errors import WebhookRefused
+import idna
+
+from worker.errors import InvalidWebhook, WebhookRefused
+
+MAX_URL = 2048  # characters of a webhook URL as sent (the schema's bound on what is submitted)
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")  # an ASCII DNS label (``_`` as DNS allows)
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# kept as they are in a path (RFC 3986 pchar and "/"), a query or fragment (also "?"); the rest is escaped
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+_QUERY_SAFE = _PATH_SAFE + "?"
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
@@ -61,7 +77,8 @@ def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 
 def parse_webhook_url(url: str) -> tuple[str, int]:
-    """``(host, port)`` of an acceptable webhook URL; ``WebhookRefused`` for a bad shape."""
+    """``(host, port)`` of an acceptable webhook URL; ``WebhookRefused`` for a bad shape (the host as
+    given: ``sendable_url`` encodes it)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -76,6 +93,52 @@ def parse_webhook_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
+def encoded_host(host: str) -> str:
+    """``host`` as DNS and a ``Host`` header take it: an IP address as it is, a name IDNA-encoded (UTS 46
+    mapping, lowercase) with labels of 1 to 63 bytes and at most 253 bytes in all (a trailing dot kept);
+    ``InvalidWebhook`` when it cannot be."""
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host))
+    name, dot = (host[:-1], ".") if host.endswith(".") else (host, "")
+    if not name.isascii():
+        try:
+            name = idna.encode(name, uts46=True).decode("ascii")
+        except (idna.IDNAError, UnicodeError) as exc:
+            raise InvalidWebhook(f"webhook.url's host cannot be encoded for DNS (IDNA): {exc}") from None
+    name = name.lower()
+    labels = name.split(".")
+    if len(name) > 253 or any(not _LABEL.fullmatch(label) for label in labels):
+        raise InvalidWebhook(
+            "webhook.url's host is no DNS name: each dot-separated label must be 1 to 63 letters, digits, "
+            "hyphens or underscores (not starting or ending with a hyphen), 253 characters in all"
+        )
+    return name + dot
+
+
+def _escaped(text: str, safe: str) -> str:
+    return quote(_STRAY_PERCENT.sub("%25", text), safe=safe, encoding="utf-8", errors="strict")
+
+
+def sendable_url(url: str) -> str:
+    """``url`` as it is sent and kept (see the module): ``WebhookRefused`` for a bad shape,
+    ``InvalidWebhook`` for a host or length that cannot be sent."""
+    host, _ = parse_webhook_url(url)
+    parts = urlsplit(url)
+    encoded = encoded_host(host)
+    shown = f"[{encoded}]" if ":" in encoded else encoded
+    netloc = shown if parts.port is None else f"{shown}:{parts.port}"
+    try:
+        path = _escaped(parts.path, _PATH_SAFE)
+        query = _escaped(parts.query, _QUERY_SAFE)
+        fragment = _escaped(parts.fragment, _QUERY_SAFE)
+    except UnicodeError:  # a lone surrogate, which no JSON body decodes to but a caller in process might
+        raise InvalidWebhook("webhook.url holds characters UTF-8 cannot encode") from None
+    sent = urlunsplit((parts.scheme, netloc, path, query, fragment))
+    if len(sent) > MAX_URL:
+        raise InvalidWebhook(f"webhook.url is {len(sent)} characters once encoded, over {MAX_URL}")
+    return sent
+
+
 async def lookup(host: str, port: int) -> list[str]:
     """The TCP addresses of ``host``, in the resolver's order: itself when it is an IP address (no resolver
     thread), else what this machine's resolver answers (``OSError`` when it cannot)."""
@@ -86,22 +149,27 @@ async def lookup(host: str, port: int) -> list[str]:
 
 
 async def resolve(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to, sorted; ``WebhookRefused`` when it does not resolve."""
+    """Every address ``host`` resolves to, sorted; ``WebhookRefused`` when it does not resolve,
+    ``InvalidWebhook`` when it cannot even be asked (a name the resolver cannot encode)."""
     try:
         return sorted(await lookup(host, port))
     except socket.gaierror:
         raise WebhookRefused(f"webhook host {host!r} does not resolve") from None
+    except UnicodeError:
+        raise InvalidWebhook(f"webhook host {host[:100]!r} cannot be encoded for DNS") from None
 
 
-async def check_webhook_url(url: str, allow_private: bool) -> list[str]:
-    """Refuse (``WEBHOOK_REFUSED``) a URL wikiq must not call; returns the addresses it resolves to."""
-    host, port = parse_webhook_url(url)
+async def check_webhook_url(url: str, allow_private: bool) -> str:
+    """The URL to keep and send (``sendable_url``), once it is one wikiq may call: ``WEBHOOK_REFUSED`` for a
+    bad shape or an address it must not reach, ``INVALID_WEBHOOK`` for one that cannot be sent."""
+    sent = sendable_url(url)
     if allow_private:
-        return []
+        return sent
+    host, port = parse_webhook_url(sent)
     addresses = await resolve(host, port)
     if not addresses or any(address_refused(a) for a in addresses):
         raise WebhookRefused(
             "webhook.url resolves to a loopback, private, link-local or reserved address; "
             "use a public address (or set WIKIQ_WEBHOOK_ALLOW_PRIVATE=true on a trusted network)"
         )
-    return addresses
+    return sent

@@ -114,7 +114,10 @@ class WebhookSender:
             f"content-length: {len(body)}",
             *(f"{name}: {value}" for name, value in headers.items()),
         ]
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        try:  # a URL kept by an older version may hold what no request line can
+            request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
+        except UnicodeEncodeError:
+            raise SendError(f"UnsupportedProtocol: {url[:100]!r} is not ASCII once encoded") from None
         origin = (scheme, host, port)
         async with asyncio.timeout(self.timeout):
             while True:
@@ -152,8 +155,8 @@ class WebhookSender:
         scheme, host, port = origin
         try:
             addresses = await lookup(host, port)
-        except OSError as exc:
-            raise SendError(f"ConnectError: cannot resolve {host}: {exc}") from None
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode
+            raise SendError(f"ConnectError: cannot resolve {host[:100]}: {exc}") from None
         if not addresses or (not self.allow_private and any(address_refused(a) for a in addresses)):
             raise SendError(f"ConnectError: {host} resolves to a refused address")
         tls = None

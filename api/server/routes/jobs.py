@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from api.server.deps import Caller, Svc
-from api.server.errors import ERROR_RESPONSES
+from api.server.errors import ERROR_RESPONSES, ErrorBody
 from api.server.routes.wikis import WikiId
 from worker.schema.answers import Job, JobList, JobStatus
 
@@ -36,7 +36,16 @@ async def cancel_job(job_id: JobId, svc: Svc, caller: Caller) -> Job:
 
 
 @router.post(
-    "/jobs/{job_id}/webhook/redeliver", status_code=202, operation_id="redeliver_webhook", response_model=Job
+    "/jobs/{job_id}/webhook/redeliver",
+    status_code=202,
+    operation_id="redeliver_webhook",
+    response_model=Job,
+    responses={
+        422: {
+            "model": ErrorBody,
+            "description": "INVALID_BATCH: the job has no webhook.url, or has not finished yet",
+        }
+    },
 )
 async def redeliver_webhook(job_id: JobId, svc: Svc, caller: Caller) -> Job:
     """Send a finished job's webhook again (a new round of attempts, same ``webhook-id``): ``202``.

@@ -2,8 +2,11 @@
 
 ``POST /ui/login`` checks the token like the API does and starts a server-side session
 (``api.ui_sessions``): the HttpOnly, SameSite=Strict cookie scoped to ``/ui`` holds only a random session id,
-never the token. ``api.auth.principal`` accepts that cookie for GET requests under ``/ui`` only, so it can
-never submit, cancel or redeliver anything. The login form refuses a cross-origin post (``Origin`` or
+never the token; it is ``Secure`` whenever the request came over TLS, directly or through a proxy named in
+``WIKIQ_TRUSTED_PROXIES`` (whose ``X-Forwarded-Proto`` is then the request's scheme). ``POST /ui/logout``
+ends the session in Redis (the cookie is worthless from then on, wherever a copy of it is) and clears it.
+``api.auth.principal`` accepts that cookie for GET requests under ``/ui`` only, so it can never submit,
+cancel or redeliver anything. The login form refuses a cross-origin post (``Origin`` or
 ``Referer`` of another site, or ``Sec-Fetch-Site: cross-site``), so no other site can sign a browser in
 under its own token (login CSRF).
 """
@@ -81,5 +84,20 @@ async def login(request: Request) -> Response:
         samesite="strict",
         path="/ui",
         secure=request.url.scheme == "https",
+    )
+    return answer
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """End this browser's session (its id is forgotten in Redis) and clear the cookie; then the form.
+
+    A post from another origin is refused before (``api.server.hosts``), and the SameSite=Strict cookie
+    is not sent with one anyway.
+    """
+    await request.app.state.wikiq.sessions.end(request.cookies.get(UI_COOKIE))
+    answer = RedirectResponse("/ui/login", status_code=303, headers=HEADERS)
+    answer.delete_cookie(
+        UI_COOKIE, path="/ui", httponly=True, samesite="strict", secure=request.url.scheme == "https"
     )
     return answer

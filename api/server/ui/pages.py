@@ -1,10 +1,11 @@
 """``/ui``: a server-rendered status page (Jinja2, no build step) refreshed live by a little JavaScript.
 
-``/ui`` lists the wikis the caller may read (head, queued and running jobs, partition depth) and their
-recent jobs; ``/ui/jobs/{id}`` shows one job with its applied list, webhook attempts and the diff of its
-commit (``git show`` against the parent, read-only, escaped). Each page polls ``<page>/state`` every
-second: a JSON object ``{"parts": {element id: HTML}, "done": bool}`` rendered by the same templates.
-Auth is the API's (``api.server.auth.principal``); wikis the caller may not read are left out.
+``/ui`` lists the wikis the caller may read (head, queued and running jobs, the partition's depth counted
+over those wikis only) and their recent jobs; ``/ui/jobs/{id}`` shows one job with its applied list,
+webhook attempts and the diff of its commit (``git show`` against the parent, read-only, escaped). Each
+page polls ``<page>/state`` every second: a JSON object ``{"parts": {element id: HTML}, "done": bool}``
+rendered by the same templates. Auth is the API's (``api.server.auth.principal``); wikis the caller may
+not read are left out.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from api.server.auth import Principal
+from api.server.auth import UI_COOKIE, Principal
 from api.server.deps import Caller, Svc
 from worker.jobs.queue import queue_name
 from worker.jobs.records import FINISHED, JobRecord, iso, partition_of, redact_url
@@ -40,7 +41,7 @@ TEMPLATES = Environment(
 STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
@@ -172,7 +173,7 @@ def _webhook_view(record: JobRecord) -> dict[str, Any] | None:
         "state": hook.state,
         "attempts": attempts,
         "summary": summary,
-        "target": redact_url(hook.url),  # no query, no userinfo
+        "target": redact_url(hook.url),  # its origin only: the rest may hold a secret
     }
 
 
@@ -225,7 +226,8 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
         for wiki in shown:
             pipe.zrevrange(app.jobs.wiki_index(wiki), 0, PER_WIKI - 1, withscores=True)
         replies = await pipe.execute()
-    depth = {p: int(replies[2 * i]) for i, p in enumerate(partitions)}
+    # a partition's length counts every wiki's jobs: it only says whether the scan below saw them all
+    capped = {p: int(replies[2 * i]) > QUEUE_SCAN for i, p in enumerate(partitions)}
     waiting = [_text(j) for i in range(len(partitions)) for j in replies[2 * i + 1]]
     newest = sorted(
         ((score, _text(job_id)) for reply in replies[2 * len(partitions) :] for job_id, score in reply),
@@ -239,6 +241,10 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
             record = JobRecord.model_validate_json(raw)
             if record.status in ("queued", "running"):
                 counts[record.wiki][record.status] += 1
+    # the depth shown is of the wikis the caller may read: other principals' work is not theirs to see
+    depth: dict[int, int] = defaultdict(int)
+    for wiki in listed:
+        depth[partition_of(wiki, app.settings.partitions)] += counts[wiki]["queued"] + counts[wiki]["running"]
     now_ms = int(time.time() * 1000)
     jobs = [JobRecord.model_validate_json(raw) for raw in raws[len(waiting) :] if raw is not None]
     return {
@@ -250,7 +256,7 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
                 "depth": depth[partition_of(wiki, app.settings.partitions)],
                 "queued": counts[wiki]["queued"],
                 "running": counts[wiki]["running"],
-                "capped": depth[partition_of(wiki, app.settings.partitions)] > QUEUE_SCAN,
+                "capped": capped[partition_of(wiki, app.settings.partitions)],
                 "remote": listed[wiki].remote,
                 "published_at": listed[wiki].published_at,
                 "problems": listed[wiki].problems or [],
@@ -278,12 +284,20 @@ def _poll_url(path: str, wiki: str | None) -> str:
     return path + ("?" + urlencode({"wiki": wiki}) if wiki else "")
 
 
+def _signed_in(request: Request) -> bool:
+    """Whether the page was reached with a session cookie (then it offers to sign out)."""
+    return UI_COOKIE in request.cookies
+
+
 @router.get("", response_class=HTMLResponse)
-async def index(svc: Svc, caller: Caller, wiki: WikiFilter = None) -> Response:
+async def index(request: Request, svc: Svc, caller: Caller, wiki: WikiFilter = None) -> Response:
     """The status page: wikis and recent jobs."""
     view = await overview(svc, caller, wiki)
+    poll = _poll_url("/ui/state", wiki)
     return _page(
-        _render("index.html", title="status", poll_url=_poll_url("/ui/state", wiki), done=False, **view)
+        _render(
+            "index.html", title="status", poll_url=poll, done=False, signed_in=_signed_in(request), **view
+        )
     )
 
 
@@ -311,11 +325,19 @@ async def _job(svc: Service, caller: Principal, job_id: str) -> tuple[dict[str, 
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-async def job_page(job_id: str, svc: Svc, caller: Caller) -> Response:
+async def job_page(request: Request, job_id: str, svc: Svc, caller: Caller) -> Response:
     """One job: status, timings, error, applied list, webhook attempts and the diff of its commit."""
     view, diff, done = await _job(svc, caller, job_id)
     poll = "" if done else f"/ui/jobs/{view['job_id']}/state"
-    html = _render("job.html", title=f"job {view['job_id']}", poll_url=poll, done=done, job=view, diff=diff)
+    html = _render(
+        "job.html",
+        title=f"job {view['job_id']}",
+        poll_url=poll,
+        done=done,
+        job=view,
+        diff=diff,
+        signed_in=_signed_in(request),
+    )
     return _page(html)
 
 
