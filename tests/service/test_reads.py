@@ -377,8 +377,8 @@ async def test_answers_are_json_without_extra_envelope(dep: Deployment) -> None:
 
 async def test_backlinks_paging_walks_every_link_once(dep: Deployment) -> None:
     """Following next_cursor with a small limit answers every link once, in order, even when a cut
-    falls between two links of one line; truncated is set exactly when a next_cursor is; a cursor the
-    API did not give is 422 INVALID_BATCH."""
+    falls between two links of one line; truncated is set exactly when a next_cursor is; a made-up
+    cursor resumes after the path its text names, and one that is not base64url is 422 INVALID_BATCH."""
     wiki = await dep.new_wiki("backlinks-paging")
     files = {"wiki/target.md": "# Target\n"}
     files |= {f"wiki/p{i}.md": "[[target]] and [[target|again]] and [t](target.md)\n" for i in range(4)}
@@ -400,5 +400,7 @@ async def test_backlinks_paging_walks_every_link_once(dep: Deployment) -> None:
                 break
             params["cursor"] = body["next_cursor"]
         assert seen == whole["backlinks"], limit
-    foreign = await dep.client.get(url, params={"path": "wiki/target.md", "cursor": "bm90LWpzb24"})
+    made_up = await dep.client.get(url, params={"path": "wiki/target.md", "cursor": "enp6"})  # "zzz"
+    assert made_up.status_code == 200 and made_up.json()["backlinks"] == []
+    foreign = await dep.client.get(url, params={"path": "wiki/target.md", "cursor": "not base64!"})
     expect_error(foreign, 422, "INVALID_BATCH")
