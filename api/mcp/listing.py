@@ -210,6 +210,7 @@ OUTPUTS: dict[str, dict[str, Any]] = {
         applied=_ARRAY,
         diff=_ARRAY,
         warnings=_ARRAY,
+        plan=_STR,
         hint=_STR,
     ),
     "write_batch": _obj(

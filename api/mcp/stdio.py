@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context
 from api.client import AsyncClient, ClientError, SearchOptions
 from api.mcp.tools import Backend, Refused, build_server
 from worker.schema.answers import BacklinkList, Job, MatchList, Page, PageList, PageSet, WikiList
-from worker.schema.edits import Batch, Limits
+from worker.schema.edits import Batch, Limits, PlanSubmission
 
 
 class ClientBackend:
@@ -60,9 +60,18 @@ class ClientBackend:
         found: MatchList = await self._call(self.client.search_page(wiki, query, limit, options))
         return found
 
-    async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job:
+    async def submit(
+        self, wiki: str, batch: Batch | PlanSubmission, wait: float, idempotency_key: str | None
+    ) -> Job:
         job: Job = await self._call(
-            self.client.submit(wiki, batch, wait=wait or False, idempotency_key=idempotency_key)
+            self.client.submit(
+                wiki,
+                batch.model_dump(mode="json", exclude_none=True)
+                if isinstance(batch, PlanSubmission)
+                else batch,
+                wait=wait or False,
+                idempotency_key=idempotency_key,
+            )
         )
         return job
 

@@ -46,7 +46,7 @@ from worker.schema.answers import (
     SectionInfo,
     WikiList,
 )
-from worker.schema.edits import OPS, Batch, Edit, Limits
+from worker.schema.edits import OPS, Batch, Edit, Limits, PlanSubmission
 
 MAX_WAIT = 60.0  # seconds write_batch, check_batch and get_job wait for a job at most
 DIFF_CHARS = 60_000  # characters of diff a check answers an agent (get_job answers the whole diff)
@@ -86,7 +86,9 @@ class Backend(Protocol):
         cursor: str | None,
     ) -> MatchList: ...
 
-    async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job: ...
+    async def submit(
+        self, wiki: str, batch: Batch | PlanSubmission, wait: float, idempotency_key: str | None
+    ) -> Job: ...
 
     async def job(self, job_id: str, wait: float) -> Job: ...
 
@@ -193,7 +195,8 @@ class WriteOutcome(BaseModel):
 
 
 class CheckOutcome(BaseModel):
-    """Answer of check_batch: what the batch would do, a diff per changed file, and warnings."""
+    """Answer of check_batch: what the batch would do, a diff per changed file, warnings, and the plan
+    write_batch commits."""
 
     job_id: str = Field(description="the dry-run job; get_job shows it again")
     status: JobStatus = Field(description="succeeded when every check passed (else the result is an error)")
@@ -205,6 +208,7 @@ class CheckOutcome(BaseModel):
         default=None,
         description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT; empty when clean",
     )
+    plan: str | None = Field(default=None, description="write_batch(plan=...) commits exactly this")
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
@@ -464,11 +468,11 @@ Dry-run a batch: every check write_batch makes, against the wiki's head now, and
 Commits nothing.
 
 Use it before write_batch for any refactor: show the user the diff and warnings, then call write_batch with \
-the same edits. It reserves nothing: a page changed in between makes write_batch fail VERSION_MISMATCH. \
+its plan (no edits): that commits exactly what was shown, or fails PLAN_STALE if a page it changes moved. \
 Edits, versions, zones, links and limits ({max_edits} edits, \
 {max_content}) are write_batch's: see its description.
 
-Returns {{job_id, status, applied, diff, warnings}}. applied is what write_batch would answer: a \
+Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer: a \
 replace_across entry's count per page is what its expected_count needs. diff: {{path, old_path?, diff, \
 truncated?}} per changed file, 60 000 characters in all (get_job with the job_id gives all). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
@@ -721,7 +725,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
 
     async def run_batch(
-        ctx: Context, wiki: str, batch: Batch, wait: float, idempotency_key: str | None
+        ctx: Context, wiki: str, batch: Batch | PlanSubmission, wait: float, idempotency_key: str | None
     ) -> Job | CallToolResult:
         try:
             job = await backend_for(ctx).submit(wiki, batch, wait, idempotency_key)
@@ -761,10 +765,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
         if result is not None:
-            outcome.applied, outcome.diff, outcome.warnings = (
+            outcome.applied, outcome.diff, outcome.warnings, outcome.plan = (
                 result.applied,
                 trimmed(result.diff),
                 result.warnings,
+                result.plan,
             )
         return _answer(outcome)
 
@@ -778,14 +783,23 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def write_batch(
         wiki: WikiId,
         message: Message,
-        edits: Edits,
         ctx: Context,
+        edits: Edits | None = None,
+        plan: Annotated[
+            str | None, Field(max_length=100, description="check_batch's plan, instead of edits")
+        ] = None,
         wait: Annotated[
             bool, Field(description="Wait up to 60 s for the outcome (false: answer the job id at once).")
         ] = True,
         idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, WriteOutcome]:
-        batch = batch_of(message, edits, False)
+        if (plan is None) == (edits is None):
+            return _refusal(ErrorInfo(code="INVALID_BATCH", message="give edits, or check_batch's plan"))
+        batch = (
+            PlanSubmission(plan=plan, message=message)
+            if plan is not None
+            else batch_of(message, edits or [], False)
+        )
         if isinstance(batch, CallToolResult):
             return batch
         job = await run_batch(ctx, wiki, batch, MAX_WAIT if wait else 0.0, idempotency_key)

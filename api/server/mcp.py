@@ -29,7 +29,7 @@ from api.server.auth import Principal, principal
 from api.server.deps import AppState
 from worker.errors import WikiqError
 from worker.schema.answers import BacklinkList, ErrorInfo, Job, MatchList, Page, PageList, PageSet, WikiList
-from worker.schema.edits import Batch
+from worker.schema.edits import Batch, PlanSubmission
 from worker.service import Service
 
 
@@ -96,7 +96,9 @@ class ServiceBackend:
         )
         return found
 
-    async def submit(self, wiki: str, batch: Batch, wait: float, idempotency_key: str | None) -> Job:
+    async def submit(
+        self, wiki: str, batch: Batch | PlanSubmission, wait: float, idempotency_key: str | None
+    ) -> Job:
         answer = await self._call(self.service.submissions.submit(self.caller, wiki, batch, idempotency_key))
         if isinstance(answer, Job) and (answer.finished or wait <= 0):
             return answer

@@ -209,6 +209,27 @@ async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> 
         assert nowiki["code"] == "WIKI_NOT_FOUND"
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_check_batch_then_commit_its_plan(svc: Service, transport: str) -> None:
+    """check_batch answers a plan; write_batch with only that plan commits exactly what was checked, once;
+    write_batch needs edits or a plan, not both."""
+    wiki = seed(svc)
+    async with connect(svc, transport) as client:
+        edits = [{"op": "create", "path": "wiki/planned.md", "content": "# Planned\n"}]
+        checked = data(await call(client, "check_batch", wiki=wiki, edits=edits))
+        assert checked["status"] == "succeeded" and checked["plan"]
+        both = error(
+            await call(client, "write_batch", wiki=wiki, message="M", edits=edits, plan=checked["plan"])
+        )
+        neither = error(await call(client, "write_batch", wiki=wiki, message="M"))
+        assert both["code"] == neither["code"] == "INVALID_BATCH"
+        landed = data(await call(client, "write_batch", wiki=wiki, message="Planned", plan=checked["plan"]))
+        assert landed["status"] == "succeeded" and landed["applied"] == checked["applied"]
+        again = error(await call(client, "write_batch", wiki=wiki, message="Again", plan=checked["plan"]))
+        assert again["code"] == "PLAN_NOT_FOUND" and "check_batch" in again["hint"]
+    assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/planned.md").json()["content"] == "# Planned\n"
+
+
 def tokens_file(root: Path, **tokens: str) -> Path:
     """A tokens file giving each named principal admin rights on every wiki."""
     lines = []

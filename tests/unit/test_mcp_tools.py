@@ -121,7 +121,8 @@ def test_every_argument_is_described_and_every_edit_field_named_in_the_prose() -
 
 def test_schema_constraints_agents_rely_on() -> None:
     """old is non-empty, edits names its bounds, message has its length; no pattern anywhere (the server
-    checks ids and paths and says why), and write_batch has no dry_run (check_batch does that)."""
+    checks ids and paths and says why), write_batch has no dry_run (check_batch does that) and takes edits
+    or check_batch's plan."""
     write = tools()["write_batch"].input_schema
     text_family = next(f for f in write["properties"]["edits"]["items"]["anyOf"] if "old" in f["properties"])
     assert text_family["properties"]["old"]["minLength"] == 1
@@ -129,7 +130,8 @@ def test_schema_constraints_agents_rely_on() -> None:
     assert "pattern" not in write["properties"]["wiki"]
     assert write["properties"]["message"]["maxLength"] == 10_000
     assert "dry_run" not in write["properties"]
-    assert set(write["required"]) == {"wiki", "message", "edits"}
+    assert set(write["required"]) == {"wiki", "message"}
+    assert {"edits", "plan"} <= set(write["properties"])
 
 
 def _listing(limits: Limits | None = None) -> str:
