@@ -154,3 +154,9 @@ class RefLocked(RefMoved):
 
     def __init__(self, expected: str | None) -> None:
         super().__init__(expected, None)
+
+
+class Fenced(Exception):
+    """A write refused because it came from a run of an older lease epoch than its partition's current one
+    (the worker was paused past its lease and another took over), or from a run whose lease was lost.
+    Internal, like ``RefMoved``: the stale run records nothing and takes nothing off the queue."""

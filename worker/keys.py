@@ -59,6 +59,11 @@ def lease(partition: int) -> str:
     return f"wikiq:lease:{partition}"
 
 
+def lease_epoch(partition: int) -> str:
+    """The counter every grant of a partition's lease raises: the fencing token of the run that holds it."""
+    return f"wikiq:lease-epoch:{partition}"
+
+
 def rate(principal_id: str, slot: int) -> str:
     """A principal's request counter in one rate-limit window."""
     return f"wikiq:rate:{_digest(principal_id)}:{slot}"

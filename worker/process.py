@@ -32,12 +32,14 @@ from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import Deps, JobContext
+from worker.jobs.leases import GRANT, Lease
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
     bell_key,
     client,
     dumps,
+    epoch_key,
     lease_key,
     loads,
     ring,
@@ -180,11 +182,14 @@ class WorkerProcess:
             for partition in free:
                 if len(self.runners) >= target:
                     break
-                if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
-                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
+                names = (lease_key(partition), epoch_key(partition))
+                epoch = int(await run_script(self.redis, GRANT, names, self.id, str(self.lease_ms)))
+                if epoch:
+                    lease = Lease(partition, epoch)
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id, lease)
                     self.runners[partition] = runner
                     runner.start()
-                    log.info("partition %s: lease taken by %s", partition, self.id)
+                    log.info("partition %s: lease taken by %s at epoch %s", partition, self.id, epoch)
         elif len(self.runners) > target:
             for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
                 self._release_later(partition)

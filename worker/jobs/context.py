@@ -15,6 +15,7 @@ from arq.connections import ArqRedis
 from standardwebhooks import Webhook
 
 from worker.git import GitStore
+from worker.jobs.leases import Lease
 from worker.jobs.records import JobStore
 from worker.jobs.wikis import Wikis
 
@@ -45,6 +46,7 @@ class JobContext(TypedDict, total=False):
     redis: ArqRedis
     job_try: int  # set by arq: 1 on the first run
     owner: str  # the worker id holding the partition's lease (fences registry updates)
+    lease: Lease  # that lease, with its epoch (fences every finish and the ref swap; absent: unfenced)
     http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random

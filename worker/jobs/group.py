@@ -35,6 +35,7 @@ from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
+from worker.jobs.leases import Lease
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.results import error_info, job_result
@@ -100,7 +101,7 @@ async def queued_behind(deps: Deps, first: JobRecord, count: int) -> list[bytes]
     return [raw for raw in raws if raw is not None]
 
 
-async def claim(deps: Deps, first: JobRecord) -> list[Member]:
+async def claim(deps: Deps, first: JobRecord, lease: Lease | None = None) -> list[Member]:
     """The queued jobs of ``first``'s wiki right behind it on its partition, in order, now ``running``
     (see the module for where the run stops); none for a batch that must run alone."""
     if first.batch is None or reads_widely(first.batch):
@@ -126,7 +127,7 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
         records.append(record)
         if len(chosen) >= GROUP_MAX - 1:
             break
-    stored = await deps.jobs.swap_many(chosen)
+    stored = await deps.jobs.swap_many(chosen, lease, first.partition)
     members = []
     for (_, _, body), record in zip(chosen[:stored], records, strict=False):
         telemetry.job_started(record)
@@ -134,7 +135,7 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
     return members
 
 
-async def release(deps: Deps, members: list[Member]) -> None:
+async def release(deps: Deps, members: list[Member], lease: Lease | None = None) -> None:
     """Give back followers that were not landed: ``queued`` again, their run counted, so that whichever
     run takes them next looks for their own commit first (safe even if the group did land)."""
     items = []
@@ -144,7 +145,8 @@ async def release(deps: Deps, members: list[Member]) -> None:
         record = member.record.model_copy()
         record.status, record.started_ms = "queued", None  # runs kept: its next run looks for its commit
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
-    await deps.jobs.swap_many(items)
+    if items:
+        await deps.jobs.swap_many(items, lease, members[0].record.partition)
 
 
 def _decide(

@@ -51,6 +51,7 @@ from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
 from worker.jobs.group import queued_behind
+from worker.jobs.leases import Lease
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.results import error_info, job_result
@@ -208,7 +209,9 @@ def publish_round(
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
-async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobRecord]:
+async def claim_followers(
+    deps: Deps, first: JobRecord, limit: int, lease: Lease | None = None
+) -> list[JobRecord]:
     """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
     if limit <= 0:
         return []
@@ -224,7 +227,7 @@ async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobR
             r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
             return r
 
-        after = await deps.jobs.update(record.job_id, start)
+        after = await deps.jobs.update(record.job_id, start, lease)
         if after is not None and after.status == "running" and after.runs == record.runs + 1:
             claimed.append(after)
             telemetry.job_started(after)
@@ -253,18 +256,20 @@ class Publisher:
         entry: WikiEntry,
         owner: str | None,
         stop: asyncio.Event,
+        lease: Lease | None = None,
     ) -> list[Outcome]:
         """Publish ``first`` and the batches of its wiki queued behind it (see the module).
 
         Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
-        (the jobs stay ``running`` and run again, looking for their commits first).
+        (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, its
+        claim of followers is fenced by the lease's epoch.
         """
         settings = deps.settings
         remote = wikis.remote(entry)
         await self._spaced(remote, settings.remote_push_interval_seconds, stop)
         if stop.is_set():
             return []
-        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1)
+        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1, lease)
         members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
         waited_since: float | None = None
         moved = refused = 0

@@ -48,6 +48,11 @@ def bell_key(partition: int) -> str:
     return keys.bell(partition)
 
 
+def epoch_key(partition: int) -> str:
+    """The epoch counter of ``partition``'s lease (``worker.jobs.leases``)."""
+    return keys.lease_epoch(partition)
+
+
 def lease_key(partition: int) -> str:
     """The lease naming the worker that owns ``partition``."""
     return keys.lease(partition)
