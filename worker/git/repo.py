@@ -437,12 +437,15 @@ class WikiRepo:
         big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
         self.maintenance.committed(big)
 
-    def move_main(self, expected: str | None, new: str, durable: bool = True) -> None:
+    def move_main(
+        self, expected: str | None, new: str, durable: bool = True, epoch: int | None = None
+    ) -> None:
         """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved.
 
-        ``durable=False`` skips the flush (a remote-backed wiki's cache: its branch lives in the remote)."""
+        ``durable=False`` skips the flush (a remote-backed wiki's cache: its branch lives in the remote);
+        ``epoch``: the writer's lease epoch, carried by ``main.lock`` (``worker.git.refs``)."""
         with self.lock:
-            swap_main(self.path, expected, new, durable=durable)
+            swap_main(self.path, expected, new, durable=durable, epoch=epoch)
 
     def _build_commit(
         self,
@@ -530,14 +533,15 @@ class CommitGroup:
         self.head = commit
         return commit
 
-    def land(self) -> None:
+    def land(self, epoch: int | None = None) -> None:
         """Write every commit of the group as one pack and move ``main`` from ``base`` to the last one
-        (durable when this returns); nothing to do for a group without commits."""
+        (durable when this returns), under a ``main.lock`` of lease epoch ``epoch``; nothing to do for a
+        group without commits."""
         if not self.commits:
             return
         assert self.head is not None
         repo = self.repo
         pending, absorbed = repo._pack(self.objects)
         faults.point("git.pack_written")
-        swap_main(repo.path, self.base, self.head, pending)
+        swap_main(repo.path, self.base, self.head, pending, epoch=epoch)
         repo._settle(pending, absorbed)

@@ -177,11 +177,14 @@ def _decide(
     return Decided(record.job_id, plan=plan, edits=len(batch.edits))
 
 
-def run_group(repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[Member]) -> GroupRun:
+def run_group(
+    repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[Member], lease: Lease | None = None
+) -> GroupRun:
     """Check every member in order on the head the previous left and land their commits together (see
     the module). An unexpected error of the head's own check is raised; a follower's leaves it and those
     behind it out. A full or read-only disk fails the members that had a commit to write
-    (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head."""
+    (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head. With ``lease``,
+    ``main.lock`` carries its epoch."""
     swaps = 0
     locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
     while swaps < MAX_SWAPS:
@@ -205,7 +208,7 @@ def run_group(repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[
                     outcome.result = job_result(commit, outcome.plan)
                 decided.append(outcome)
             try:
-                group.land()
+                group.land(None if lease is None else lease.epoch)
             except RefLocked:
                 telemetry.cas_retry("locked")
                 if time.monotonic() > locked_until:

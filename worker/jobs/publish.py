@@ -116,14 +116,15 @@ def _view(repo: WikiRepo, commit: str | None) -> Snapshot:
     return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
 
 
-def follow(repo: WikiRepo, tip: str | None, durable: bool = True) -> None:
-    """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record)."""
+def follow(repo: WikiRepo, tip: str | None, durable: bool = True, epoch: int | None = None) -> None:
+    """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record), under
+    a ``main.lock`` of lease epoch ``epoch``."""
     for _ in range(3):
         local = repo.head()
         if tip is None or local == tip:
             return
         try:
-            repo.move_main(local, tip, durable=durable)
+            repo.move_main(local, tip, durable=durable, epoch=epoch)
             return
         except RefMoved:
             continue  # moved under us (a stale writer of this cache): read it again
@@ -162,6 +163,7 @@ def publish_round(
     policy: ZonePolicy,
     limits: Limits,
     fetch_first: bool = True,
+    epoch: int | None = None,
 ) -> Published:
     """One round (see the module): fetch, find earlier runs, check and commit in order, push once.
 
@@ -169,11 +171,12 @@ def publish_round(
     push, or the last fetch) and lets the push's compare-and-swap tell whether someone pushed meanwhile:
     one git command less per round. Raises ``_Moved`` or ``_Refused`` when the push is not accepted,
     ``RemoteUnavailable`` when the remote cannot be used; nothing is reported from such a round.
+    ``epoch``: the lease epoch the cache's ``main.lock`` carries (``worker.git.refs``).
     """
-    break_stale_locks(repo.path)  # a writer killed during a fetch or push leaves git's ref locks behind
+    break_stale_locks(repo.path, epoch)  # a writer killed during a fetch or push leaves ref locks behind
     known = None if fetch_first else read_ref(repo.path, tracking_ref(remote))
     tip = known if known is not None else fetch(repo.path, remote)
-    follow(repo, tip)
+    follow(repo, tip, epoch=epoch)
     head = tip
     outcomes: list[Outcome] = []
     commits: list[tuple[Plan, int]] = []
@@ -189,7 +192,7 @@ def publish_round(
         outcomes.append(outcome)
     if not commits:
         if known is not None:  # nothing pushed confirmed the head we built on: decide on the real one
-            return publish_round(repo, remote, members, policy, limits, fetch_first=True)
+            return publish_round(repo, remote, members, policy, limits, True, epoch)
         return Published(outcomes, tip, pushed=False)
     assert head is not None
     faults.point("publish.after_commit")
@@ -201,7 +204,8 @@ def publish_round(
         raise _Refused(pushed.reason)
     faults.point("publish.after_push")
     try:
-        follow(repo, head, durable=False)  # the remote holds it: the cache's main may be rebuilt from there
+        # the remote holds it: the cache's main may be rebuilt from there
+        follow(repo, head, durable=False, epoch=epoch)
     except OSError as exc:
         # published: the remote is the system of record and the next round's fetch moves the cache; a
         # full or read-only cache here must not turn published commits into failed jobs
@@ -275,12 +279,13 @@ class Publisher:
         moved = refused = 0
         backoff = 0.5
         fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
+        epoch = None if lease is None else lease.epoch
         while True:
             try:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)
                 done = await asyncio.to_thread(
-                    publish_round, repo, remote, members, policy, settings.limits, fetch_first
+                    publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch
                 )
             except (OSError, RemoteUnavailable) as exc:
                 # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE

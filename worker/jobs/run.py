@@ -281,7 +281,7 @@ async def _apply_local(
     if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
         members += await group.claim(deps, record, lease)
     try:
-        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members)
+        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members, lease)
     except BaseException:
         with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later
             await group.release(deps, members[1:], lease)
