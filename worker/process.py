@@ -167,7 +167,8 @@ class WorkerProcess:
             kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
             runner = None if kept else self.runners.pop(partition, None)
             if runner is not None:
-                log.warning("partition %s: lease lost; stopping its consumer", partition)
+                log.warning("partition %s: lease lost; stopping its consumer and its job", partition)
+                runner.lease.lost.set()  # its job in flight stops at the next safe point, recording nothing
                 await runner.stop(grace=0)
         if self.stopping.is_set():
             return  # only renewing now, while the partitions are handed back

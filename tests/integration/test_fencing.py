@@ -127,3 +127,24 @@ async def test_a_fenced_run_of_apply_batch_retries_having_changed_nothing(
     assert store.open("fence-apply").head() == base
     assert old.lost.is_set()
     store.close()
+
+
+async def test_a_run_whose_lease_is_known_lost_records_nothing_even_at_the_current_epoch(
+    redis: ArqRedis, data_dir: Path
+) -> None:
+    """A lease marked lost (the worker saw its renewal fail) stops the run before its first write, although
+    no newer epoch exists yet."""
+    store = GitStore(data_dir)
+    base = store.create("fence-lost")
+    jobs = JobStore(redis, 600)
+    lease = Lease(PARTITION, await _grant(redis, "worker-a"))
+    lease.lost.set()
+    record = await _queued(jobs, "fence-3", "fence-lost", base)
+    before = await redis.get(jobs.key(record.job_id))
+    settings = Settings(redis_url="redis://unused", data_dir=data_dir)
+    ctx: JobContext = {"deps": Deps(settings, store, jobs), "redis": redis, "lease": lease, "job_try": 1}
+    with pytest.raises(Retry):
+        await apply_batch(ctx, record.job_id)
+    assert await redis.get(jobs.key(record.job_id)) == before
+    assert store.open("fence-lost").head() == base
+    store.close()

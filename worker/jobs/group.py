@@ -184,7 +184,7 @@ def run_group(
     the module). An unexpected error of the head's own check is raised; a follower's leaves it and those
     behind it out. A full or read-only disk fails the members that had a commit to write
     (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head. With ``lease``,
-    ``main.lock`` carries its epoch."""
+    ``main.lock`` carries its epoch, and a lease known lost stops the run before each swap (``Fenced``)."""
     swaps = 0
     locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
     while swaps < MAX_SWAPS:
@@ -208,6 +208,8 @@ def run_group(
                     outcome.result = job_result(commit, outcome.plan)
                 decided.append(outcome)
             try:
+                if lease is not None:
+                    lease.check()  # a safe point: nothing of the group is written yet
                 group.land(None if lease is None else lease.epoch)
             except RefLocked:
                 telemetry.cas_retry("locked")

@@ -265,8 +265,8 @@ class Publisher:
         """Publish ``first`` and the batches of its wiki queued behind it (see the module).
 
         Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
-        (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, its
-        claim of followers is fenced by the lease's epoch.
+        (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, a
+        lease known lost stops it before each round (``Fenced``): nothing of a round is pushed after that.
         """
         settings = deps.settings
         remote = wikis.remote(entry)
@@ -281,6 +281,8 @@ class Publisher:
         fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
         epoch = None if lease is None else lease.epoch
         while True:
+            if lease is not None:
+                lease.check()  # a safe point: nothing of this round is written yet
             try:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)

@@ -188,8 +188,11 @@ async def _retry_or_give_up(ctx: JobContext, deps: Deps, job_id: str, exc: Excep
 
 
 def _live_lease(ctx: JobContext) -> Lease | None:
-    """The run's lease (None: unfenced)."""
-    return ctx.get("lease")
+    """The run's lease (None: unfenced), after checking it is not known lost (``Fenced`` if it is)."""
+    lease = ctx.get("lease")
+    if lease is not None:
+        lease.check()
+    return lease
 
 
 async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
@@ -305,6 +308,7 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
     """Record every outcome: those handed over with their stored bytes in one script (``finish_many``,
     which also queues their webhooks, hands them to the webhook senders and takes followers out of arq's
     queue), the rest one by one."""
+    _live_lease(ctx)  # a run whose lease is known lost records nothing
     defer_ms = safety_net_ms(deps.settings)
     batched: list[tuple[Outcome, Finishing]] = []
     for outcome in outcomes:
