@@ -216,14 +216,19 @@ def publish_round(
 async def claim_followers(
     deps: Deps, first: JobRecord, limit: int, lease: Lease | None = None
 ) -> list[JobRecord]:
-    """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
+    """Queued jobs of ``first``'s wiki right behind it on its partition, in order, now marked ``running``.
+
+    The claim stops at a job of the wiki that is not ``queued`` (``running``: a dead or stale run's, which
+    runs again first), as a local wiki's group does: nothing accepted after a job may land before it."""
     if limit <= 0:
         return []
     candidates = [JobRecord.model_validate_json(raw) for raw in await queued_behind(deps, first, limit * 8)]
     claimed: list[JobRecord] = []
     for record in candidates:
-        if record.wiki != first.wiki or record.status != "queued":
+        if record.wiki != first.wiki or record.status in ("succeeded", "failed", "cancelled"):
             continue
+        if record.status != "queued":
+            break
 
         def start(r: JobRecord) -> JobRecord | None:
             if r.status != "queued":
@@ -232,11 +237,12 @@ async def claim_followers(
             return r
 
         after = await deps.jobs.update(record.job_id, start, lease)
-        if after is not None and after.status == "running" and after.runs == record.runs + 1:
-            claimed.append(after)
-            telemetry.job_started(after)
-            if len(claimed) >= limit:
-                break
+        if after is None or after.status != "running" or after.runs != record.runs + 1:
+            break  # it changed meanwhile (started by another run, cancelled): those behind it wait too
+        claimed.append(after)
+        telemetry.job_started(after)
+        if len(claimed) >= limit:
+            break
     return claimed
 
 
