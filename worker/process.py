@@ -42,6 +42,7 @@ from worker.jobs.queue import (
     epoch_key,
     lease_key,
     loads,
+    reply_timeout,
     ring,
     run_script,
 )
@@ -245,8 +246,9 @@ async def serve(settings: Settings) -> None:
     import signal
 
     # Redis may be away at start (restarting, failing over): every loop below retries, so do not exit
-    redis = client(settings)
-    bell_redis = client(settings)  # its own pool: the blocking BLPOP must not hold up other commands
+    redis = client(settings, timeout=reply_timeout(settings))  # a Redis that stopped answering: an error
+    # its own pool: the blocking BLPOP (1 s) must not hold up other commands
+    bell_redis = client(settings, timeout=reply_timeout(settings) + 1)
     try:
         await redis.ping()
     except RedisError as exc:
