@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     author_name: str = "wikiq user"
     author_email: str = "user@localhost"
     log_level: str = "info"
+    # the key of the Wikiq-Proof trailer that proves a commit is wikiq's own; unset: one is generated
+    # once and kept in Redis for the whole deployment (``worker.jobs.proofs``)
+    commit_secret: str | None = None
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

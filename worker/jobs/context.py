@@ -16,6 +16,7 @@ from standardwebhooks import Webhook
 
 from worker.git import GitStore
 from worker.jobs.leases import Lease
+from worker.jobs.proofs import CommitKey
 from worker.jobs.records import JobStore
 from worker.jobs.wikis import Wikis
 
@@ -29,7 +30,7 @@ class Deps:
     """What job functions need, created once at worker start-up and handed down through arq's ctx.
 
     ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``publisher``
-    remembers, per remote, when this process last pushed.
+    remembers, per remote, when this process last pushed; ``commit_key`` is the key of commit proofs.
     """
 
     settings: Settings
@@ -37,6 +38,7 @@ class Deps:
     jobs: JobStore
     wikis: Wikis | None = None
     publisher: Publisher = field(default_factory=lambda: _publisher())
+    commit_key: CommitKey = field(default_factory=CommitKey)
 
 
 class JobContext(TypedDict, total=False):

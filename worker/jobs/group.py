@@ -122,7 +122,8 @@ async def claim(deps: Deps, first: JobRecord, lease: Lease | None = None) -> lis
         size += record.queued_bytes
         if chosen and size > GROUP_BYTES:
             break
-        record.status, record.runs, record.started_ms = "running", record.runs + 1, now_ms()
+        record.status, record.started_ms = "running", now_ms()
+        record.begin_run()
         chosen.append((record.job_id, raw, record.model_dump_json(exclude_defaults=True).encode()))
         records.append(record)
         if len(chosen) >= GROUP_MAX - 1:
@@ -150,7 +151,7 @@ async def release(deps: Deps, members: list[Member], lease: Lease | None = None)
 
 
 def _decide(
-    repo: WikiRepo, group: CommitGroup, member: Member, policy: ZonePolicy, limits: Limits
+    repo: WikiRepo, group: CommitGroup, member: Member, policy: ZonePolicy, limits: Limits, key: bytes | None
 ) -> Decided:
     """One member on the group's last commit: its outcome, and the plan to commit (if any)."""
     record = member.record
@@ -158,7 +159,8 @@ def _decide(
     if batch is None:
         return Decided(record.job_id, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone"))
     if member.maybe_ran and not batch.dry_run:
-        mine = repo.find_job_commit(record.job_id, stop_at=record.base)  # on main: landed groups only
+        # on main (landed groups only), proven by ``key``
+        mine = repo.find_job_commit(record.job_id, record.base, key=key, unproven=record.legacy)
         if mine is not None:
             parents = repo.commit_info(mine).parents
             before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
@@ -178,13 +180,19 @@ def _decide(
 
 
 def run_group(
-    repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[Member], lease: Lease | None = None
+    repo: WikiRepo,
+    policy: ZonePolicy,
+    limits: Limits,
+    members: list[Member],
+    lease: Lease | None = None,
+    key: bytes | None = None,
 ) -> GroupRun:
     """Check every member in order on the head the previous left and land their commits together (see
     the module). An unexpected error of the head's own check is raised; a follower's leaves it and those
     behind it out. A full or read-only disk fails the members that had a commit to write
     (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head. With ``lease``,
-    ``main.lock`` carries its epoch, and a lease known lost stops the run before each swap (``Fenced``)."""
+    ``main.lock`` carries its epoch, and a lease known lost stops the run before each swap (``Fenced``).
+    With ``key``, commits carry their ``Wikiq-Proof`` and only proven ones are taken for a job's own."""
     swaps = 0
     locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
     while swaps < MAX_SWAPS:
@@ -193,7 +201,7 @@ def run_group(
         with repo.group() as group:
             for index, member in enumerate(members):
                 try:
-                    outcome = _decide(repo, group, member, policy, limits)
+                    outcome = _decide(repo, group, member, policy, limits, key)
                 except Exception:
                     if index == 0:
                         raise
@@ -204,7 +212,8 @@ def run_group(
                     record = member.record
                     assert record.batch is not None
                     author = Identity(record.author.name, record.author.email)
-                    commit = group.add(outcome.plan, record.batch.message, author, job_id=record.job_id)
+                    message = record.batch.message
+                    commit = group.add(outcome.plan, message, author, job_id=record.job_id, proof_key=key)
                     outcome.result = job_result(commit, outcome.plan)
                 decided.append(outcome)
             try:

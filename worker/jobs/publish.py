@@ -131,7 +131,13 @@ def follow(repo: WikiRepo, tip: str | None, durable: bool = True, epoch: int | N
 
 
 def _decide(
-    repo: WikiRepo, member: Member, tip: str | None, head: str | None, policy: ZonePolicy, limits: Limits
+    repo: WikiRepo,
+    member: Member,
+    tip: str | None,
+    head: str | None,
+    policy: ZonePolicy,
+    limits: Limits,
+    key: bytes | None,
 ) -> tuple[Outcome, Plan | None]:
     """One member on ``head``: its outcome, and the plan to commit (None: nothing to write)."""
     record = member.record
@@ -141,7 +147,8 @@ def _decide(
             record.job_id, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone")
         ), None
     if member.maybe_ran and not batch.dry_run and tip is not None:
-        mine = repo.find_job_commit(record.job_id, stop_at=record.base, start=tip)
+        unproven = record.legacy
+        mine = repo.find_job_commit(record.job_id, record.base, start=tip, key=key, unproven=unproven)
         if mine is not None:
             parents = repo.commit_info(mine).parents
             plan = preflight(_view(repo, parents[0] if parents else None), batch.edits, policy, limits)
@@ -164,6 +171,7 @@ def publish_round(
     limits: Limits,
     fetch_first: bool = True,
     epoch: int | None = None,
+    key: bytes | None = None,
 ) -> Published:
     """One round (see the module): fetch, find earlier runs, check and commit in order, push once.
 
@@ -171,7 +179,8 @@ def publish_round(
     push, or the last fetch) and lets the push's compare-and-swap tell whether someone pushed meanwhile:
     one git command less per round. Raises ``_Moved`` or ``_Refused`` when the push is not accepted,
     ``RemoteUnavailable`` when the remote cannot be used; nothing is reported from such a round.
-    ``epoch``: the lease epoch the cache's ``main.lock`` carries (``worker.git.refs``).
+    ``epoch``: the lease epoch the cache's ``main.lock`` carries (``worker.git.refs``); ``key``: the
+    commit key (commits carry their ``Wikiq-Proof``; only proven ones are taken for a job's own).
     """
     break_stale_locks(repo.path, epoch)  # a writer killed during a fetch or push leaves ref locks behind
     known = None if fetch_first else read_ref(repo.path, tracking_ref(remote))
@@ -181,18 +190,19 @@ def publish_round(
     outcomes: list[Outcome] = []
     commits: list[tuple[Plan, int]] = []
     for member in members:
-        outcome, plan = _decide(repo, member, tip, head, policy, limits)
+        outcome, plan = _decide(repo, member, tip, head, policy, limits, key)
         if plan is not None:
             record = member.record
             assert record.batch is not None
             author = Identity(record.author.name, record.author.email)
-            head = repo.write_commit(plan, head, record.batch.message, author, job_id=record.job_id)
+            message = record.batch.message
+            head = repo.write_commit(plan, head, message, author, job_id=record.job_id, proof_key=key)
             outcome.result = job_result(head, plan)
             commits.append((plan, len(record.batch.edits)))
         outcomes.append(outcome)
     if not commits:
         if known is not None:  # nothing pushed confirmed the head we built on: decide on the real one
-            return publish_round(repo, remote, members, policy, limits, True, epoch)
+            return publish_round(repo, remote, members, policy, limits, True, epoch, key)
         return Published(outcomes, tip, pushed=False)
     assert head is not None
     faults.point("publish.after_commit")
@@ -233,7 +243,8 @@ async def claim_followers(
         def start(r: JobRecord) -> JobRecord | None:
             if r.status != "queued":
                 return None
-            r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
+            r.status, r.started_ms = "running", now_ms()
+            r.begin_run()
             return r
 
         after = await deps.jobs.update(record.job_id, start, lease)
@@ -286,6 +297,7 @@ class Publisher:
         backoff = 0.5
         fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
         epoch = None if lease is None else lease.epoch
+        key = await deps.commit_key.get(settings, deps.jobs.redis)
         while True:
             if lease is not None:
                 lease.check()  # a safe point: nothing of this round is written yet
@@ -293,7 +305,7 @@ class Publisher:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)
                 done = await asyncio.to_thread(
-                    publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch
+                    publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch, key
                 )
             except (OSError, RemoteUnavailable) as exc:
                 # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE

@@ -100,7 +100,7 @@ def run_batch(
 def _start(record: JobRecord) -> JobRecord | None:
     if record.status not in ("queued", "running"):
         return None
-    record.runs += 1
+    record.begin_run()
     if record.status == "queued":
         record.status = "running"
         record.started_ms = now_ms()
@@ -283,8 +283,9 @@ async def _apply_local(
     members = [Member(record, stored, record.runs > 1, follower=False)]
     if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
         members += await group.claim(deps, record, lease)
+    key = await deps.commit_key.get(deps.settings, deps.jobs.redis)
     try:
-        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members, lease)
+        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members, lease, key)
     except BaseException:
         with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later
             await group.release(deps, members[1:], lease)
