@@ -80,6 +80,7 @@ class WorkerProcess:
         self.deps = Deps(settings, store, jobs, wikis)
         self.runners: dict[int, PartitionRunner] = {}
         self.releasing: dict[int, asyncio.Task[None]] = {}  # partitions being handed back (leases kept)
+        self.handing: dict[int, PartitionRunner] = {}  # their runners, until handed back
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
@@ -166,11 +167,15 @@ class WorkerProcess:
             *_, live = await pipe.execute()
         for partition in [*self.runners, *self.releasing]:
             kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
-            runner = None if kept else self.runners.pop(partition, None)
+            if kept:
+                continue
+            runner = self.runners.pop(partition, None)
             if runner is not None:
                 log.warning("partition %s: lease lost; stopping its consumer and its job", partition)
                 runner.lease.lost.set()  # its job in flight stops at the next safe point, recording nothing
                 await runner.stop(grace=0)
+            elif (handing := self.handing.get(partition)) is not None:
+                handing.lease.lost.set()  # being handed back: its last job stops as well
         if self.stopping.is_set():
             return  # only renewing now, while the partitions are handed back
         target = math.ceil(self.settings.partitions / max(int(live), 1))
@@ -202,7 +207,13 @@ class WorkerProcess:
         runner = self.runners.pop(partition)
         task = asyncio.create_task(self._release(partition, runner))
         self.releasing[partition] = task
-        task.add_done_callback(lambda _: self.releasing.pop(partition, None))
+        self.handing[partition] = runner
+
+        def handed_back(_: object) -> None:
+            self.releasing.pop(partition, None)
+            self.handing.pop(partition, None)
+
+        task.add_done_callback(handed_back)
 
     async def _release(self, partition: int, runner: PartitionRunner) -> None:
         """Stop ``runner`` after its job in flight, then delete the lease if still ours and ring the

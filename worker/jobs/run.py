@@ -280,10 +280,10 @@ async def _apply_local(
     repo = deps.store.open(record.wiki)
     policy = policy_for(repo.path)
     limits = deps.settings.limits
+    key = await deps.commit_key.get(deps.settings, deps.jobs.redis)  # before claiming: nothing to give back
     members = [Member(record, stored, record.runs > 1, follower=False)]
     if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
         members += await group.claim(deps, record, lease)
-    key = await deps.commit_key.get(deps.settings, deps.jobs.redis)
     try:
         run = await asyncio.to_thread(group.run_group, repo, policy, limits, members, lease, key)
     except BaseException:
