@@ -191,3 +191,17 @@ class RefLocked(RefMoved):
 
     def __init__(self, expected: str | None) -> None:
         super().__init__(expected, None)
+
+
+class Fenced(Exception):
+    """A write refused because it came from a run of an older lease epoch than its partition's current one
+    (the worker was paused past its lease and another took over), or from a run whose lease was lost.
+    Internal, like ``RefMoved``: the stale run records nothing and takes nothing off the queue."""
+
+
+class LockLost(RefMoved):
+    """``refs/heads/main.lock`` is no longer the lock this writer took (a newer lease holder broke it):
+    nothing of this writer was put on ``main``."""
+
+    def __init__(self, expected: str | None) -> None:
+        super().__init__(expected, None)

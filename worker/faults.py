@@ -12,6 +12,10 @@ renamed), ``git.published`` (the pack is visible under its real name, ``main`` n
 ``git.ref_moved`` (``main`` moved and durable, the packs it absorbed not yet retired),
 ``git.rollup_delete`` (same, after the in-memory bookkeeping of the new pack), ``git.unlinking`` (between
 deleting an absorbed pack's index and its pack file, in the background deleter).
+
+``WIKIQ_PAUSE_AT="name"`` makes the process SIGSTOP itself the first time it reaches point ``name`` (it
+goes on where it stopped once sent SIGCONT), so a test can pause a worker at an exact step, such as
+holding ``main.lock`` (``git.locked``), and let another take over meanwhile.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ def _parse(text: str) -> dict[str, float]:
 
 
 FAULTS = _parse(os.environ.get("WIKIQ_FAULTS", ""))
+_PAUSE_AT = [os.environ.get("WIKIQ_PAUSE_AT", "")]  # emptied once the process paused there
 
 
 def _kill() -> None:
@@ -39,7 +44,11 @@ def _kill() -> None:
 
 
 def point(name: str) -> None:
-    """SIGKILL this process now, with the probability ``WIKIQ_FAULTS`` gives ``name`` (none: never)."""
+    """SIGKILL this process now, with the probability ``WIKIQ_FAULTS`` gives ``name`` (none: never); or
+    SIGSTOP it, the first time, if ``WIKIQ_PAUSE_AT`` names this point."""
+    if name == _PAUSE_AT[0]:
+        _PAUSE_AT[0] = ""
+        os.kill(os.getpid(), signal.SIGSTOP)
     chance = FAULTS.get(name)
     if chance and random.random() < chance:
         _kill()

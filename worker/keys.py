@@ -17,6 +17,7 @@ SENDERS_ALIVE = "wikiq:webhooks:senders"  # set by live `wikiq webhooks` process
 METRICS = "wikiq:metrics"  # hash: metric field -> value, added to by every worker
 WIKIS = "wikiq:wikis"  # hash: wiki id -> its registry entry (JSON), for remote-backed wikis
 WIKI_HEADS = "wikiq:wiki-heads"  # hash: wiki id -> "<head commit> <published ms>", remote-backed wikis
+COMMIT_SECRET = "wikiq:commit-secret"  # the generated secret of Wikiq-Proof trailers (no WIKIQ_COMMIT_SECRET)
 
 
 def _digest(text: str, size: int = 32) -> str:
@@ -69,6 +70,11 @@ def bell(partition: int) -> str:
 def lease(partition: int) -> str:
     """The lease naming the worker that owns a partition."""
     return f"wikiq:lease:{partition}"
+
+
+def lease_epoch(partition: int) -> str:
+    """The counter every grant of a partition's lease raises: the fencing token of the run that holds it."""
+    return f"wikiq:lease-epoch:{partition}"
 
 
 def rate(principal_id: str, slot: int) -> str:

@@ -32,14 +32,17 @@ from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import Deps, JobContext
+from worker.jobs.leases import GRANT, Lease
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
     bell_key,
     client,
     dumps,
+    epoch_key,
     lease_key,
     loads,
+    reply_timeout,
     ring,
     run_script,
 )
@@ -77,6 +80,7 @@ class WorkerProcess:
         self.deps = Deps(settings, store, jobs, wikis)
         self.runners: dict[int, PartitionRunner] = {}
         self.releasing: dict[int, asyncio.Task[None]] = {}  # partitions being handed back (leases kept)
+        self.handing: dict[int, PartitionRunner] = {}  # their runners, until handed back
         self.lease_ms = int(settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
@@ -163,10 +167,15 @@ class WorkerProcess:
             *_, live = await pipe.execute()
         for partition in [*self.runners, *self.releasing]:
             kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
-            runner = None if kept else self.runners.pop(partition, None)
+            if kept:
+                continue
+            runner = self.runners.pop(partition, None)
             if runner is not None:
-                log.warning("partition %s: lease lost; stopping its consumer", partition)
+                log.warning("partition %s: lease lost; stopping its consumer and its job", partition)
+                runner.lease.lost.set()  # its job in flight stops at the next safe point, recording nothing
                 await runner.stop(grace=0)
+            elif (handing := self.handing.get(partition)) is not None:
+                handing.lease.lost.set()  # being handed back: its last job stops as well
         if self.stopping.is_set():
             return  # only renewing now, while the partitions are handed back
         target = math.ceil(self.settings.partitions / max(int(live), 1))
@@ -180,11 +189,14 @@ class WorkerProcess:
             for partition in free:
                 if len(self.runners) >= target:
                     break
-                if await self.redis.set(lease_key(partition), self.id, nx=True, px=self.lease_ms):
-                    runner = PartitionRunner(partition, self.redis, self.deps, self.id)
+                names = (lease_key(partition), epoch_key(partition))
+                epoch = int(await run_script(self.redis, GRANT, names, self.id, str(self.lease_ms)))
+                if epoch:
+                    lease = Lease(partition, epoch)
+                    runner = PartitionRunner(partition, self.redis, self.deps, self.id, lease)
                     self.runners[partition] = runner
                     runner.start()
-                    log.info("partition %s: lease taken by %s", partition, self.id)
+                    log.info("partition %s: lease taken by %s at epoch %s", partition, self.id, epoch)
         elif len(self.runners) > target:
             for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
                 self._release_later(partition)
@@ -195,7 +207,13 @@ class WorkerProcess:
         runner = self.runners.pop(partition)
         task = asyncio.create_task(self._release(partition, runner))
         self.releasing[partition] = task
-        task.add_done_callback(lambda _: self.releasing.pop(partition, None))
+        self.handing[partition] = runner
+
+        def handed_back(_: object) -> None:
+            self.releasing.pop(partition, None)
+            self.handing.pop(partition, None)
+
+        task.add_done_callback(handed_back)
 
     async def _release(self, partition: int, runner: PartitionRunner) -> None:
         """Stop ``runner`` after its job in flight, then delete the lease if still ours and ring the
@@ -239,8 +257,9 @@ async def serve(settings: Settings) -> None:
     import signal
 
     # Redis may be away at start (restarting, failing over): every loop below retries, so do not exit
-    redis = client(settings)
-    bell_redis = client(settings)  # its own pool: the blocking BLPOP must not hold up other commands
+    redis = client(settings, timeout=reply_timeout(settings))  # a Redis that stopped answering: an error
+    # its own pool: the blocking BLPOP (1 s) must not hold up other commands
+    bell_redis = client(settings, timeout=reply_timeout(settings) + 1)
     try:
         await redis.ping()
     except RedisError as exc:

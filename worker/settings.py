@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     # proxies (IP addresses or networks) whose X-Forwarded-Proto and X-Forwarded-For are believed: the
     # scheme they name is the request's (https there makes the status page's cookie Secure)
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
+    # the key of the Wikiq-Proof trailer that proves a commit is wikiq's own; unset: one is generated
+    # once and kept in Redis for the whole deployment (``worker.jobs.proofs``)
+    commit_secret: str | None = None
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

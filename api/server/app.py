@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import logging
 import os
@@ -29,7 +30,7 @@ from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
 from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
-from worker.jobs.queue import client
+from worker.jobs.queue import client, reply_timeout
 from worker.jobs.records import JobStore
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.storage import free_bytes, human, storage_fault
@@ -42,6 +43,8 @@ from worker.settings import Settings
 log = logging.getLogger("wikiq.api")
 # Redis' refusals that mean "not now" (a failover, a restart, a full disk), not a bug of ours
 _TRANSIENT = ("MASTERDOWN", "LOADING", "MISCONF", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
+
+READY_TIMEOUT = 1.0  # seconds /readyz waits for Redis to answer PING
 
 
 def redis_unavailable(exc: RedisError) -> bool:
@@ -60,14 +63,17 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Redis may be away at start (restarting, failing over): serve anyway, /readyz says 503 meanwhile
-        redis = client(settings)
+        # Redis may be away at start (restarting, failing over): serve anyway, /readyz says 503 meanwhile.
+        # Every reply is bounded (a Redis that stopped answering is a 503, not a hung request), except on
+        # the pub/sub connection of the waiters, which is idle between events by design.
+        redis = client(settings, timeout=reply_timeout(settings))
+        events = client(settings)
         try:
             await redis.ping()
         except RedisError as exc:
             log.warning("Redis at %s unavailable at start (%s)", settings.redis_where, exc)
         waiters = Waiters()
-        waiters.start(redis)
+        waiters.start(events)
         store = GitStore(settings.data_dir)
         job_store = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
         wikis = Wikis(store, WikiRegistry(redis), remotes)
@@ -79,6 +85,7 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
             await waiters.stop()
             store.close()
             await redis.aclose()
+            await events.aclose()
 
     app = FastAPI(
         title="wikiq",
@@ -133,10 +140,13 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
         responses={503: {"model": Readiness, "description": "Redis or the data directory is not usable"}},
     )
     async def readyz(svc: Svc) -> JSONResponse:
-        """200 when Redis answers and the data directory is writable, else 503 naming what is wrong."""
+        """200 when Redis answers (within ``READY_TIMEOUT`` seconds) and the data directory is writable, else
+        503 naming what is wrong."""
         checks = {"redis": "ok", "data_dir": "ok"}
         try:
-            await svc.wiring.redis.ping()
+            await asyncio.wait_for(svc.wiring.redis.ping(), READY_TIMEOUT)
+        except TimeoutError:
+            checks["redis"] = f"unreachable: no answer within {READY_TIMEOUT:g} s"
         except (RedisError, OSError) as exc:
             checks["redis"] = f"unreachable: {type(exc).__name__}"
         try:

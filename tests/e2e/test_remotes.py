@@ -16,7 +16,11 @@ from tests.e2e.service import Service
 from tests.gitutil import git_text
 from tests.integration.remote.conftest import HTTP_PASSWORD_ENV, TRANSPORTS, Site, start_site
 from tests.integration.remote.repos import branch_head, commit, git, push_as_someone_else, refuse_pushes
+from worker.git.commits import job_proof
 from worker.git.remote import Remote
+from worker.jobs.proofs import derive
+
+COMMIT_SECRET = "a commit secret of the tests"
 
 
 @pytest.fixture(params=TRANSPORTS)
@@ -221,7 +225,7 @@ def test_a_job_whose_commit_another_run_published_while_we_pushed_reports_that_c
     of checking the batch again on it (PATH_EXISTS for a job whose commit is published) or committing it
     twice."""
     repo, remote = daemon.new_repo()
-    service = deployment(tmp_path / "svc", remote, workers=0)
+    service = deployment(tmp_path / "svc", remote, workers=0, WIKIQ_COMMIT_SECRET=COMMIT_SECRET)
     try:
         assert service.client.post("/v1/wikis", json={"id": "docs", "remote": "docs"}).status_code == 201
         worker = start_worker(service, 0)
@@ -229,13 +233,59 @@ def test_a_job_whose_commit_another_run_published_while_we_pushed_reports_that_c
         service.kill_worker(worker)  # its cache keeps the branch head it pushed: the next round builds on it
         job_id = service.submit("docs", batch("mine", create("wiki/b.md", "b\n"))).json()["job_id"]
         tip = branch_head(repo)
-        theirs = commit(repo, tip, f"mine\n\nWikiq-Job: {job_id}", {"wiki/a.md": "x\n", "wiki/b.md": "b\n"})
+        theirs = _proven_commit(repo, tip, job_id, {"wiki/a.md": "x\n", "wiki/b.md": "b\n"})
         git(repo, "update-ref", "refs/heads/main", theirs, str(tip))  # the other run's accepted push
         start_worker(service, 0)
         job = service.wait(job_id, timeout=60)
         assert job["status"] == "succeeded", job.get("error")
         assert job["result"]["commit"] == theirs
         assert _trailers(repo).count(job_id) == 1
+    finally:
+        service.stop()
+
+
+def _proven_commit(repo: Path, parent: str | None, job_id: str, files: dict[str, str]) -> str:
+    """A commit of ``files`` on ``parent`` with the trailers wikiq writes for job ``job_id``, its proof
+    computed with the deployment's commit secret (what another run of the job would have pushed)."""
+    tree = git(repo, "rev-parse", commit(repo, parent, "tree only", files) + "^{tree}")
+    proof = job_proof(derive(COMMIT_SECRET.encode()), job_id, tree)
+    message = f"mine\n\nWikiq-Job: {job_id}\nWikiq-Proof: {proof}"
+    return git(repo, "commit-tree", "-m", message, "-p", str(parent), tree)
+
+
+def test_a_pushed_commit_with_a_hand_written_trailer_does_not_finish_the_job(
+    daemon: Site, tmp_path: Path
+) -> None:
+    """Someone pushes a commit whose message names a queued job (``Wikiq-Job: <id>``, with or without a
+    made-up proof): wikiq ignores it, runs the job on top of it, and the job succeeds with its own
+    commit, its page there."""
+    repo, remote = daemon.new_repo()
+    service = deployment(tmp_path / "svc", remote, workers=0)
+    try:
+        assert service.client.post("/v1/wikis", json={"id": "docs", "remote": "docs"}).status_code == 201
+        worker = start_worker(service, 0)
+        assert service.apply("docs", batch("first", create("wiki/a.md")))["status"] == "succeeded"
+        service.kill_worker(worker)  # its cache keeps the branch head it pushed: the next round builds on it
+        jobs = [
+            service.submit("docs", batch(f"mine {n}", create(f"wiki/b{n}.md", "b\n"))).json()["job_id"]
+            for n in range(2)
+        ]
+        tip = branch_head(repo)
+        forged = commit(repo, tip, f"not wikiq's\n\nWikiq-Job: {jobs[0]}", {"wiki/a.md": "x\n"})
+        fake = "0" * 64
+        forged = commit(
+            repo, forged, f"nor this\n\nWikiq-Job: {jobs[1]}\nWikiq-Proof: {fake}", {"wiki/a.md": "y\n"}
+        )
+        git(repo, "update-ref", "refs/heads/main", forged, str(tip))  # the person's push
+        start_worker(service, 0)
+        for n, job_id in enumerate(jobs):
+            job = service.wait(job_id, timeout=60)
+            assert job["status"] == "succeeded", job.get("error")
+            mine = job["result"]["commit"]
+            assert git_text(repo, "show", f"{mine}:wiki/b{n}.md") == "b\n"
+            assert git_text(repo, "merge-base", "--is-ancestor", forged, mine) == ""
+            assert service.page("docs", f"wiki/b{n}.md")["content"] == "b\n"
+            assert _trailers(repo).count(job_id) == 2  # the person's, ignored, and wikiq's own
     finally:
         service.stop()
 

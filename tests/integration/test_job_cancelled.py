@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from arq import Retry
 
 from worker.git import GitStore, WikiRepo
 from worker.jobs.context import JobContext
+from worker.jobs.leases import Lease
 from worker.jobs.publish import Outcome
 from worker.jobs.queue import connect
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
@@ -141,3 +143,25 @@ async def test_an_overtaken_run_leaves_the_outcome_to_the_newer_run(
             await _assert_committed_once(blocked)
         finally:
             second.cancel()
+
+
+async def test_a_job_whose_lease_is_lost_mid_run_records_nothing(
+    redis_server: RedisServer, data_dir: Path
+) -> None:
+    """The worker learns its lease is lost while the job's git work waits for ``main.lock``: the job stops
+    at its next safe point and ends with ``Retry`` (arq keeps its entry queued), its record left exactly as
+    its start stored it, for the partition's next owner to run (finding its commit, had one landed)."""
+    async with _blocked_job(redis_server, data_dir, "01LEASELOSTJOB0000000000001", "lease-lost") as blocked:
+        lease = Lease(0, 10**12)  # of the current epoch (none newer): only the lost flag stops the run
+        ctx: JobContext = {**blocked.ctx, "lease": lease}
+        job = asyncio.create_task(apply_batch(ctx, blocked.job_id))
+        await asyncio.wait_for(blocked.executor.started.wait(), 10)
+        started = await blocked.jobs.redis.get(blocked.jobs.key(blocked.job_id))
+        lease.lost.set()  # what the lease loop does when the renewal fails
+        blocked.lock.unlink()  # the other writer is done
+        with pytest.raises(Retry):
+            await asyncio.wait_for(job, 30)
+        assert await blocked.jobs.redis.get(blocked.jobs.key(blocked.job_id)) == started
+        record = await blocked.jobs.get(blocked.job_id)
+        assert record is not None and record.status == "running" and record.runs == 1
+        assert record.result is None

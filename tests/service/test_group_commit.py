@@ -124,8 +124,9 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
         assert [m.record.job_id for m in members] == ids
         store = GitStore(dep.data)
         repo = store.open(wiki)
+        key = await _deps(dep, jobs).commit_key.get(dep.settings, dep.redis)  # the deployment's
         landed = await asyncio.to_thread(
-            group.run_group, repo, policy_for(repo.path), dep.settings.limits, members
+            group.run_group, repo, policy_for(repo.path), dep.settings.limits, members, None, key
         )
         store.close()
         assert all(d.result is not None for d in landed.decided)
@@ -139,7 +140,8 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
 
 
 def _running(record: Any) -> Any:
-    record.status, record.runs = "running", record.runs + 1
+    record.status = "running"
+    record.begin_run()
     return record
 
 

@@ -1,15 +1,26 @@
 """Commit objects as wikiq reads and writes them: identities, the ``Wikiq-Job`` trailer, parsing.
 
-Every commit wikiq makes ends with the trailer ``Wikiq-Job: <job id>``; only the last such line counts, so
-a caller's message cannot pass itself off as another job's commit.
+Every commit wikiq makes for a job ends with the trailers ``Wikiq-Proof: <HMAC-SHA256 of the job id and
+the commit's tree under the deployment's commit key>`` (``job_proof``) and ``Wikiq-Job: <job id>``;
+only the last line of each counts, so a caller's message cannot pass itself off as another job's commit,
+and without the key no one else (a person pushing to a wiki's remote) can write a commit wikiq takes for a
+job's own (``worker.git.repo.WikiRepo.find_job_commit``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 from dataclasses import dataclass
 
 JOB_TRAILER = "Wikiq-Job"
+PROOF_TRAILER = "Wikiq-Proof"
+
+
+def job_proof(key: bytes, job_id: str, tree: str) -> str:
+    """The ``Wikiq-Proof`` of a commit of job ``job_id`` with root tree ``tree``, under ``key``."""
+    return hmac.new(key, f"wikiq-job\x00{job_id}\x00{tree}".encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class CommitInfo:
     time: int
     job_id: str | None
     parents: tuple[str, ...]
+    proof: str | None = None  # the Wikiq-Proof trailer (``job_proof``), None when there is none
 
 
 SERVICE = Identity("wikiq", "wikiq@localhost")
@@ -59,4 +71,6 @@ def parse_commit(oid: str, data: bytes) -> CommitInfo:
     message = message_bytes.decode("utf-8", "replace")
     # wikiq appends its trailer last; a "Wikiq-Job:" line inside the caller's message must not count
     jobs = re.findall(rf"^{JOB_TRAILER}: (\S+)\s*$", message, re.MULTILINE)
-    return CommitInfo(oid, message, author, when, jobs[-1] if jobs else None, tuple(parents))
+    proofs = re.findall(rf"^{PROOF_TRAILER}: ([0-9a-f]{{64}})\s*$", message, re.MULTILINE)
+    job = jobs[-1] if jobs else None
+    return CommitInfo(oid, message, author, when, job, tuple(parents), proofs[-1] if proofs else None)

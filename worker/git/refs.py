@@ -19,25 +19,46 @@ own grace-period rules, see ``worker.git.maintenance``); never a truncated pack 
 ref to objects that are not on disk. Without step 3 before step 4 (the order until now), a power cut right
 after the renames could leave a pack whose name reached the journal before its data. The cost over the
 former order is one more directory fsync per commit (~0.1 ms here); flushing each file with ``fdatasync``
-instead of one ``syncfs`` measured ~0.3 ms more. A lock older than ``STALE_LOCK_SECONDS`` is a dead
-writer's (a swap holds it for milliseconds, and only a partition's lease holder writes a wiki) and is
-broken. The ``faults.point`` calls are crash points for the tests (no-ops otherwise).
+instead of one ``syncfs`` measured ~0.3 ms more. The ``faults.point`` calls are crash points for the tests
+(no-ops otherwise).
+
+Fencing. Only a partition's lease holder writes a wiki, but a holder paused past its lease (a GC, a VM
+stall, SIGSTOP) resumes believing it still holds it. So a writer with a lease passes its lease epoch
+(``worker.jobs.leases``), which ``main.lock`` carries (the extended attribute ``user.wikiq.epoch``: the
+lock's content is what the ref becomes, so it stays the commit id alone), and:
+
+- a lock of epoch ``e`` is broken only by a writer of a newer epoch than ``e`` (its writer is then stale,
+  paused or dead); never by age, since its writer's lease may be alive;
+- a lock without an epoch (a writer without a lease, an earlier wikiq, git itself) is broken once older
+  than ``STALE_LOCK_SECONDS``, as before: a swap holds it for milliseconds;
+- right before the rename the writer checks the lock is still its own (the inode it created, holding the
+  id it wrote); if not, a newer writer broke it, and ``LockLost`` says nothing of this writer moved
+  ``main``.
+
+A check and a rename are two steps, so a writer paused exactly between them can still rename a newer
+writer's lock over ``main``. That puts the *newer* writer's commit on ``main`` (the lock holds its id) and
+none of the stale writer's; the newer writer's own rename then fails and its job runs again, finding its
+commit by trailer. The stale writer cannot report its own commits as landed: every finish script refuses
+a run of an older epoch (``worker.jobs.records``), so what it believes is never recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from worker import faults
-from worker.errors import RefLocked, RefMoved
+from worker.errors import LockLost, RefLocked, RefMoved
 from worker.git.objects import PendingPack
 
 MAIN = "refs/heads/main"
 STALE_LOCK_SECONDS = 5.0
+EPOCH_ATTRIBUTE = "user.wikiq.epoch"  # the lease epoch of a lock's writer (see the module)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -92,24 +113,34 @@ def publish_durably(repo: Path, pack: PendingPack) -> None:
 
 
 def swap_main(
-    repo: Path, expected: str | None, new: str, pack: PendingPack | None = None, durable: bool = True
+    repo: Path,
+    expected: str | None,
+    new: str,
+    pack: PendingPack | None = None,
+    durable: bool = True,
+    epoch: int | None = None,
 ) -> None:
-    """Move ``main`` of ``repo`` from ``expected`` to ``new``, publishing ``pack`` first (see the module).
+    """Move ``main`` of ``repo`` from ``expected`` to ``new``, publishing ``pack`` first (see the module),
+    under a ``main.lock`` of lease epoch ``epoch`` (None: a writer without a lease).
 
-    Raises ``RefMoved`` when ``main`` is not at ``expected`` and ``RefLocked`` when another writer holds the
-    lock; on any failure the unpublished pack is deleted and the lock (if ours) removed.
+    Raises ``RefMoved`` when ``main`` is not at ``expected``, ``RefLocked`` when another writer holds the
+    lock and ``LockLost`` when a newer writer broke ours; on any failure the unpublished pack is deleted
+    and the lock (if ours) removed.
     """
     ref = repo / MAIN
     lock = ref.with_name(ref.name + ".lock")
     held = False  # the lock path is ours until renamed; after that it may be another writer's lock
     fd = -1
     try:
-        fd = _take_lock(lock, expected)
+        fd = _take_lock(lock, expected, epoch)
         held = True
+        if epoch is not None:
+            _set_epoch(fd, epoch)
+        mine = _Mine.of(fd, new.encode() + b"\n")
         actual = read_ref(repo)
         if actual != expected:
             raise RefMoved(expected, actual)
-        os.write(fd, new.encode() + b"\n")
+        os.write(fd, mine.content)
         os.close(fd)
         fd = -1
         faults.point("git.locked")
@@ -120,6 +151,9 @@ def swap_main(
                 pack.publish()
         elif durable:
             sync_filesystem(repo)  # the objects were made durable by whoever wrote them
+        if not mine.still(lock):
+            held = False  # not ours any more: a newer writer's, or gone
+            raise LockLost(expected)
         os.rename(lock, ref)
         held = False
         if durable:
@@ -135,14 +169,63 @@ def swap_main(
             pack.discard()
 
 
-def _take_lock(lock: Path, expected: str | None) -> int:
+@dataclass(frozen=True)
+class _Mine:
+    """The lock a writer created: its inode and the content the writer puts in it."""
+
+    device: int
+    inode: int
+    content: bytes
+
+    @classmethod
+    def of(cls, fd: int, content: bytes) -> _Mine:
+        """The lock open as ``fd``, to hold ``content``."""
+        info = os.fstat(fd)
+        return cls(info.st_dev, info.st_ino, content)
+
+    def still(self, lock: Path) -> bool:
+        """True while ``lock`` is this writer's: the same inode (a broken lock's number may be reused by the
+        next one, hence the content too) holding what the writer wrote."""
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != (self.device, self.inode):
+                return False
+            return os.read(fd, len(self.content) + 1) == self.content
+        finally:
+            os.close(fd)
+
+
+def _set_epoch(fd: int, epoch: int) -> None:
+    """Mark the lock open as ``fd`` with its writer's lease epoch (a file system without user extended
+    attributes leaves it unmarked: it is then broken by age, as a lock without an epoch)."""
+    with contextlib.suppress(OSError):
+        os.setxattr(fd, EPOCH_ATTRIBUTE, str(epoch).encode())
+
+
+def lock_epoch(lock: Path) -> int | None:
+    """The lease epoch ``lock`` carries, None when it carries none (``FileNotFoundError`` if it is gone)."""
+    try:
+        return int(os.getxattr(lock, EPOCH_ATTRIBUTE))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise
+        return None  # no such attribute, or none supported here
+    except ValueError:
+        return None
+
+
+def _take_lock(lock: Path, expected: str | None, epoch: int | None = None) -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
         return os.open(lock, flags, 0o644)
     except FileNotFoundError:
         lock.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        if not _break_stale_lock(lock):
+        if not _break_stale_lock(lock, epoch):
             raise RefLocked(expected) from None
     try:
         return os.open(lock, flags, 0o644)
@@ -150,32 +233,35 @@ def _take_lock(lock: Path, expected: str | None) -> int:
         raise RefLocked(expected) from None
 
 
-def _break_stale_lock(lock: Path) -> bool:
-    """Remove ``lock`` if it is older than ``STALE_LOCK_SECONDS``: its writer died (SIGKILL mid-swap).
-
-    A swap holds the lock for milliseconds, and only the partition's lease holder writes a wiki, so an old
-    lock can only be a dead writer's. Returns True when the lock is gone.
-    """
+def _break_stale_lock(lock: Path, epoch: int | None = None) -> bool:
+    """Remove ``lock`` if its writer is stale (see the module): it carries an epoch older than ``epoch``
+    (the breaker's lease), or it carries none and is older than ``STALE_LOCK_SECONDS``. A lock of the
+    breaker's epoch or newer stays, however old: its writer's lease may be alive (or the breaker's own may
+    not be). Returns True when the lock is gone."""
     try:
-        age = time.time() - lock.stat().st_mtime
+        held = lock_epoch(lock)
+        if held is not None:
+            if epoch is None or held >= epoch:
+                return False
+        elif time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS:
+            return False
     except FileNotFoundError:
         return True
-    if age < STALE_LOCK_SECONDS:
-        return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(lock)
     return True
 
 
-def break_stale_locks(repo: Path) -> int:
-    """Remove every ref lock of ``repo`` (``refs/**.lock``, ``packed-refs.lock``) older than
-    ``STALE_LOCK_SECONDS``: a git process killed mid-update (a fetch, a push) leaves one, and git never
-    breaks it by itself. Only the wiki's writer calls this. The number of locks removed."""
+def break_stale_locks(repo: Path, epoch: int | None = None) -> int:
+    """Remove every stale ref lock of ``repo`` (``refs/**.lock``, ``packed-refs.lock``; see
+    ``_break_stale_lock`` for which are, with ``epoch`` the breaker's lease epoch): a git process killed
+    mid-update (a fetch, a push) leaves one, and git never breaks it by itself. Only the wiki's writer
+    calls this. The number of locks removed."""
     found = list((repo / "refs").rglob("*.lock"))
     packed = repo / "packed-refs.lock"
     if packed.exists():
         found.append(packed)
-    return sum(1 for lock in found if _break_stale_lock(lock))
+    return sum(1 for lock in found if _break_stale_lock(lock, epoch))
 
 
 def write_ref(repo: Path, ref: str, value: str) -> None:

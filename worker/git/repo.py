@@ -22,6 +22,7 @@ the small packs it rolls up (``worker.git.rollup``), deleted once the commit is 
 
 from __future__ import annotations
 
+import hmac
 import threading
 import time
 from collections.abc import Mapping
@@ -33,7 +34,15 @@ import git
 from worker import faults
 from worker.engine import NewFile, Plan
 from worker.git import rollup
-from worker.git.commits import JOB_TRAILER, SERVICE, CommitInfo, Identity, parse_commit
+from worker.git.commits import (
+    JOB_TRAILER,
+    PROOF_TRAILER,
+    SERVICE,
+    CommitInfo,
+    Identity,
+    job_proof,
+    parse_commit,
+)
 from worker.git.grep import SEARCH_FILE_BYTES
 from worker.git.maintenance import Maintenance
 from worker.git.objects import (
@@ -289,19 +298,37 @@ class WikiRepo:
         return commits
 
     def find_job_commit(
-        self, job_id: str, stop_at: str | None, limit: int = 10_000, start: str | None = None
+        self,
+        job_id: str,
+        stop_at: str | None,
+        limit: int = 10_000,
+        start: str | None = None,
+        key: bytes | None = None,
+        unproven: bool = True,
     ) -> str | None:
         """The commit whose trailer names ``job_id``, searched from ``start`` (default: ``main``) along first
-        parents back to ``stop_at`` (excluded)."""
+        parents back to ``stop_at`` (excluded).
+
+        With ``key`` a commit counts only with its ``Wikiq-Proof`` under ``key`` (``commits.job_proof``): a
+        hand-written ``Wikiq-Job`` trailer is ignored. ``unproven``: a commit with no proof trailer at all
+        counts too (the rule for commits written before proofs: see ``JobRecord.proofs_from_run``); one with
+        a wrong proof never does."""
         current = start if start is not None else self.head()
         seen = 0
         while current is not None and current != stop_at and seen < limit:
             info = self.commit_info(current)
-            if info.job_id == job_id:
+            if info.job_id == job_id and (key is None or self._proven(info, key, unproven)):
                 return current
             current = info.parents[0] if info.parents else None
             seen += 1
         return None
+
+    def _proven(self, info: CommitInfo, key: bytes, unproven: bool) -> bool:
+        """True when ``info`` proves it is its job's commit under ``key`` (or, ``unproven``, has no proof)."""
+        if info.proof is None or info.job_id is None:
+            return unproven
+        expected = job_proof(key, info.job_id, self.tree_of(info.commit))
+        return hmac.compare_digest(info.proof, expected)
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -365,14 +392,17 @@ class WikiRepo:
         job_id: str | None = None,
         committer: Identity = SERVICE,
         when: int | None = None,
+        proof_key: bytes | None = None,
     ) -> str:
         """Write ``plan`` as one commit on ``base`` and move ``main`` there if it is still at ``base``.
 
         Raises ``RefMoved`` when ``main`` moved meanwhile (the pack written is removed again). Returns once
-        objects and ref are on disk.
+        objects and ref are on disk. ``proof_key``: see ``_build_commit``.
         """
         with self.lock:
-            commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
+            commit, objects = self._build_commit(
+                plan, base, message, author, job_id, committer, when, proof_key
+            )
             pending, absorbed = self._pack(objects)
             faults.point("git.pack_written")
             swap_main(self.path, base, commit, pending)
@@ -392,14 +422,17 @@ class WikiRepo:
         job_id: str | None = None,
         committer: Identity = SERVICE,
         when: int | None = None,
+        proof_key: bytes | None = None,
     ) -> str:
         """Write ``plan`` as one commit on ``base`` WITHOUT moving any ref: the objects are durable, then
         visible (the same order as a commit on ``main``, see ``worker.git.refs``) when this returns. For
         wikis whose branch lives in a remote: the commit is published there first, and ``main`` follows
-        (``move_main``) once the remote accepted it.
+        (``move_main``) once the remote accepted it. ``proof_key``: see ``_build_commit``.
         """
         with self.lock:
-            commit, objects = self._build_commit(plan, base, message, author, job_id, committer, when)
+            commit, objects = self._build_commit(
+                plan, base, message, author, job_id, committer, when, proof_key
+            )
             pending, absorbed = self._pack(objects)
             faults.point("git.pack_written")
             try:
@@ -440,12 +473,15 @@ class WikiRepo:
         big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
         self.maintenance.committed(big)
 
-    def move_main(self, expected: str | None, new: str, durable: bool = True) -> None:
+    def move_main(
+        self, expected: str | None, new: str, durable: bool = True, epoch: int | None = None
+    ) -> None:
         """Move ``main`` from ``expected`` to ``new`` (objects already on disk); ``RefMoved`` if it moved.
 
-        ``durable=False`` skips the flush (a remote-backed wiki's cache: its branch lives in the remote)."""
+        ``durable=False`` skips the flush (a remote-backed wiki's cache: its branch lives in the remote);
+        ``epoch``: the writer's lease epoch, carried by ``main.lock`` (``worker.git.refs``)."""
         with self.lock:
-            swap_main(self.path, expected, new, durable=durable)
+            swap_main(self.path, expected, new, durable=durable, epoch=epoch)
 
     def _build_commit(
         self,
@@ -456,8 +492,10 @@ class WikiRepo:
         job_id: str | None,
         committer: Identity,
         when: int | None,
+        proof_key: bytes | None = None,
     ) -> tuple[str, dict[bytes, PackedObject]]:
-        """The commit id of ``plan`` on ``base`` and the new objects it needs (caches updated)."""
+        """The commit id of ``plan`` on ``base`` and the new objects it needs (caches updated); a job's
+        commit carries its ``Wikiq-Proof`` under ``proof_key`` when one is given."""
         base_tree = self.tree_of(base) if base is not None else None
         objects: dict[bytes, PackedObject] = {}
         replaced: list[str] = []
@@ -468,8 +506,11 @@ class WikiRepo:
             tree = empty.hex()
         when = int(time.time()) if when is None else when
         text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
-        if job_id is not None:
-            text += f"\n{JOB_TRAILER}: {job_id}\n"
+        if job_id is not None:  # the job trailer last (the contract's), its proof right before it
+            text += "\n"
+            if proof_key is not None:
+                text += f"{PROOF_TRAILER}: {job_proof(proof_key, job_id, tree)}\n"
+            text += f"{JOB_TRAILER}: {job_id}\n"
         body = b"tree %s\n" % tree.encode()
         if base is not None:
             body += b"parent %s\n" % base.encode()
@@ -525,22 +566,26 @@ class CommitGroup:
         job_id: str | None = None,
         committer: Identity = SERVICE,
         when: int | None = None,
+        proof_key: bytes | None = None,
     ) -> str:
         """Build ``plan`` as a commit on the group's last one; its id (nothing is written yet)."""
-        commit, objects = self.repo._build_commit(plan, self.head, message, author, job_id, committer, when)
+        commit, objects = self.repo._build_commit(
+            plan, self.head, message, author, job_id, committer, when, proof_key
+        )
         self.objects.update(objects)
         self.commits.append(commit)
         self.head = commit
         return commit
 
-    def land(self) -> None:
+    def land(self, epoch: int | None = None) -> None:
         """Write every commit of the group as one pack and move ``main`` from ``base`` to the last one
-        (durable when this returns); nothing to do for a group without commits."""
+        (durable when this returns), under a ``main.lock`` of lease epoch ``epoch``; nothing to do for a
+        group without commits."""
         if not self.commits:
             return
         assert self.head is not None
         repo = self.repo
         pending, absorbed = repo._pack(self.objects)
         faults.point("git.pack_written")
-        swap_main(repo.path, self.base, self.head, pending)
+        swap_main(repo.path, self.base, self.head, pending, epoch=epoch)
         repo._settle(pending, absorbed)

@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from worker.jobs.arq_compat import poll_once
 from worker.jobs.context import Deps, JobContext
+from worker.jobs.leases import Lease
 from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
 from worker.jobs.records import now_ms
 from worker.jobs.run import apply_batch
@@ -47,13 +48,19 @@ def job_timeout(settings: Settings) -> float:
 
 
 class PartitionRunner:
-    """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling."""
+    """One arq ``Worker`` (max_jobs=1) for one partition, woken by its doorbell instead of polling.
 
-    def __init__(self, partition: int, redis: ArqRedis, deps: Deps, owner: str) -> None:
+    ``lease``: the lease the process holds the partition by; its jobs are fenced by its epoch, and the
+    runner starts nothing more once it is lost (None: unfenced, as some tests run it)."""
+
+    def __init__(
+        self, partition: int, redis: ArqRedis, deps: Deps, owner: str, lease: Lease | None = None
+    ) -> None:
         self.partition = partition
         self.redis = redis
         self.deps = deps
         self.owner = owner
+        self.lease = lease if lease is not None else Lease(partition, 0)
         self.wake = asyncio.Event()
         self.stopping = False
         self.worker = self._consumer()
@@ -79,6 +86,8 @@ class PartitionRunner:
 
     def _context(self) -> dict[str, Any]:
         ctx: JobContext = {"deps": self.deps, "redis": self.redis, "owner": self.owner}
+        if self.lease.epoch:
+            ctx["lease"] = self.lease
         return dict(ctx)
 
     def start(self) -> None:
@@ -129,7 +138,7 @@ class PartitionRunner:
         backoff = 0.1
         cleared = False  # the queue's stale in-progress markers are cleared (done first, and after errors)
         fresh = True  # the arq Worker has seen no error
-        while not self.stopping:
+        while not self.stopping and not self.lease.lost.is_set():
             self.wake.clear()
             try:
                 if self.worker.tasks:

@@ -15,6 +15,8 @@ from arq.connections import ArqRedis
 from standardwebhooks import Webhook
 
 from worker.git import GitStore
+from worker.jobs.leases import Lease
+from worker.jobs.proofs import CommitKey
 from worker.jobs.records import JobStore
 from worker.jobs.wikis import Wikis
 
@@ -28,7 +30,7 @@ class Deps:
     """What job functions need, created once at worker start-up and handed down through arq's ctx.
 
     ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``publisher``
-    remembers, per remote, when this process last pushed.
+    remembers, per remote, when this process last pushed; ``commit_key`` is the key of commit proofs.
     """
 
     settings: Settings
@@ -36,6 +38,7 @@ class Deps:
     jobs: JobStore
     wikis: Wikis | None = None
     publisher: Publisher = field(default_factory=lambda: _publisher())
+    commit_key: CommitKey = field(default_factory=CommitKey)
 
 
 class JobContext(TypedDict, total=False):
@@ -45,6 +48,7 @@ class JobContext(TypedDict, total=False):
     redis: ArqRedis
     job_try: int  # set by arq: 1 on the first run
     owner: str  # the worker id holding the partition's lease (fences registry updates)
+    lease: Lease  # that lease, with its epoch (fences every finish and the ref swap; absent: unfenced)
     http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random

@@ -35,6 +35,7 @@ from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
+from worker.jobs.leases import Lease
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.results import error_info, job_result
@@ -100,7 +101,7 @@ async def queued_behind(deps: Deps, first: JobRecord, count: int) -> list[bytes]
     return [raw for raw in raws if raw is not None]
 
 
-async def claim(deps: Deps, first: JobRecord) -> list[Member]:
+async def claim(deps: Deps, first: JobRecord, lease: Lease | None = None) -> list[Member]:
     """The queued jobs of ``first``'s wiki right behind it on its partition, in order, now ``running``
     (see the module for where the run stops); none for a batch that must run alone."""
     if first.batch is None or reads_widely(first.batch):
@@ -121,12 +122,13 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
         size += record.queued_bytes
         if chosen and size > GROUP_BYTES:
             break
-        record.status, record.runs, record.started_ms = "running", record.runs + 1, now_ms()
+        record.status, record.started_ms = "running", now_ms()
+        record.begin_run()
         chosen.append((record.job_id, raw, record.model_dump_json(exclude_defaults=True).encode()))
         records.append(record)
         if len(chosen) >= GROUP_MAX - 1:
             break
-    stored = await deps.jobs.swap_many(chosen)
+    stored = await deps.jobs.swap_many(chosen, lease, first.partition)
     members = []
     for (_, _, body), record in zip(chosen[:stored], records, strict=False):
         telemetry.job_started(record)
@@ -134,7 +136,7 @@ async def claim(deps: Deps, first: JobRecord) -> list[Member]:
     return members
 
 
-async def release(deps: Deps, members: list[Member]) -> None:
+async def release(deps: Deps, members: list[Member], lease: Lease | None = None) -> None:
     """Give back followers that were not landed: ``queued`` again, their run counted, so that whichever
     run takes them next looks for their own commit first (safe even if the group did land)."""
     items = []
@@ -144,11 +146,12 @@ async def release(deps: Deps, members: list[Member]) -> None:
         record = member.record.model_copy()
         record.status, record.started_ms = "queued", None  # runs kept: its next run looks for its commit
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
-    await deps.jobs.swap_many(items)
+    if items:
+        await deps.jobs.swap_many(items, lease, members[0].record.partition)
 
 
 def _decide(
-    repo: WikiRepo, group: CommitGroup, member: Member, policy: ZonePolicy, limits: Limits
+    repo: WikiRepo, group: CommitGroup, member: Member, policy: ZonePolicy, limits: Limits, key: bytes | None
 ) -> Decided:
     """One member on the group's last commit: its outcome, and the plan to commit (if any)."""
     record = member.record
@@ -156,7 +159,8 @@ def _decide(
     if batch is None:
         return Decided(record.job_id, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone"))
     if member.maybe_ran and not batch.dry_run:
-        mine = repo.find_job_commit(record.job_id, stop_at=record.base)  # on main: landed groups only
+        # on main (landed groups only), proven by ``key``
+        mine = repo.find_job_commit(record.job_id, record.base, key=key, unproven=record.legacy)
         if mine is not None:
             parents = repo.commit_info(mine).parents
             before = repo.snapshot(parents[0]) if parents else repo.snapshot(None)
@@ -175,11 +179,20 @@ def _decide(
     return Decided(record.job_id, plan=plan, edits=len(batch.edits))
 
 
-def run_group(repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[Member]) -> GroupRun:
+def run_group(
+    repo: WikiRepo,
+    policy: ZonePolicy,
+    limits: Limits,
+    members: list[Member],
+    lease: Lease | None = None,
+    key: bytes | None = None,
+) -> GroupRun:
     """Check every member in order on the head the previous left and land their commits together (see
     the module). An unexpected error of the head's own check is raised; a follower's leaves it and those
     behind it out. A full or read-only disk fails the members that had a commit to write
-    (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head."""
+    (``STORAGE_UNAVAILABLE``). A lost swap checks the whole group again on the new head. With ``lease``,
+    ``main.lock`` carries its epoch, and a lease known lost stops the run before each swap (``Fenced``).
+    With ``key``, commits carry their ``Wikiq-Proof`` and only proven ones are taken for a job's own."""
     swaps = 0
     locked_until = time.monotonic() + STALE_LOCK_SECONDS + 5
     while swaps < MAX_SWAPS:
@@ -188,7 +201,7 @@ def run_group(repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[
         with repo.group() as group:
             for index, member in enumerate(members):
                 try:
-                    outcome = _decide(repo, group, member, policy, limits)
+                    outcome = _decide(repo, group, member, policy, limits, key)
                 except Exception:
                     if index == 0:
                         raise
@@ -199,11 +212,14 @@ def run_group(repo: WikiRepo, policy: ZonePolicy, limits: Limits, members: list[
                     record = member.record
                     assert record.batch is not None
                     author = Identity(record.author.name, record.author.email)
-                    commit = group.add(outcome.plan, record.batch.message, author, job_id=record.job_id)
+                    message = record.batch.message
+                    commit = group.add(outcome.plan, message, author, job_id=record.job_id, proof_key=key)
                     outcome.result = job_result(commit, outcome.plan)
                 decided.append(outcome)
             try:
-                group.land()
+                if lease is not None:
+                    lease.check()  # a safe point: nothing of the group is written yet
+                group.land(None if lease is None else lease.epoch)
             except RefLocked:
                 telemetry.cas_retry("locked")
                 if time.monotonic() > locked_until:

@@ -51,6 +51,7 @@ from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs.context import Deps
 from worker.jobs.group import queued_behind
+from worker.jobs.leases import Lease
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.results import error_info, job_result
@@ -115,21 +116,28 @@ def _view(repo: WikiRepo, commit: str | None) -> Snapshot:
     return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
 
 
-def follow(repo: WikiRepo, tip: str | None, durable: bool = True) -> None:
-    """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record)."""
+def follow(repo: WikiRepo, tip: str | None, durable: bool = True, epoch: int | None = None) -> None:
+    """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record), under
+    a ``main.lock`` of lease epoch ``epoch``."""
     for _ in range(3):
         local = repo.head()
         if tip is None or local == tip:
             return
         try:
-            repo.move_main(local, tip, durable=durable)
+            repo.move_main(local, tip, durable=durable, epoch=epoch)
             return
         except RefMoved:
             continue  # moved under us (a stale writer of this cache): read it again
 
 
 def _decide(
-    repo: WikiRepo, member: Member, tip: str | None, head: str | None, policy: ZonePolicy, limits: Limits
+    repo: WikiRepo,
+    member: Member,
+    tip: str | None,
+    head: str | None,
+    policy: ZonePolicy,
+    limits: Limits,
+    key: bytes | None,
 ) -> tuple[Outcome, Plan | None]:
     """One member on ``head``: its outcome, and the plan to commit (None: nothing to write)."""
     record = member.record
@@ -139,7 +147,8 @@ def _decide(
             record.job_id, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone")
         ), None
     if member.maybe_ran and not batch.dry_run and tip is not None:
-        mine = repo.find_job_commit(record.job_id, stop_at=record.base, start=tip)
+        unproven = record.legacy
+        mine = repo.find_job_commit(record.job_id, record.base, start=tip, key=key, unproven=unproven)
         if mine is not None:
             parents = repo.commit_info(mine).parents
             plan = preflight(_view(repo, parents[0] if parents else None), batch.edits, policy, limits)
@@ -161,6 +170,8 @@ def publish_round(
     policy: ZonePolicy,
     limits: Limits,
     fetch_first: bool = True,
+    epoch: int | None = None,
+    key: bytes | None = None,
 ) -> Published:
     """One round (see the module): fetch, find earlier runs, check and commit in order, push once.
 
@@ -168,27 +179,30 @@ def publish_round(
     push, or the last fetch) and lets the push's compare-and-swap tell whether someone pushed meanwhile:
     one git command less per round. Raises ``_Moved`` or ``_Refused`` when the push is not accepted,
     ``RemoteUnavailable`` when the remote cannot be used; nothing is reported from such a round.
+    ``epoch``: the lease epoch the cache's ``main.lock`` carries (``worker.git.refs``); ``key``: the
+    commit key (commits carry their ``Wikiq-Proof``; only proven ones are taken for a job's own).
     """
-    break_stale_locks(repo.path)  # a writer killed during a fetch or push leaves git's ref locks behind
+    break_stale_locks(repo.path, epoch)  # a writer killed during a fetch or push leaves ref locks behind
     known = None if fetch_first else read_ref(repo.path, tracking_ref(remote))
     tip = known if known is not None else fetch(repo.path, remote)
-    follow(repo, tip)
+    follow(repo, tip, epoch=epoch)
     head = tip
     outcomes: list[Outcome] = []
     commits: list[tuple[Plan, int]] = []
     for member in members:
-        outcome, plan = _decide(repo, member, tip, head, policy, limits)
+        outcome, plan = _decide(repo, member, tip, head, policy, limits, key)
         if plan is not None:
             record = member.record
             assert record.batch is not None
             author = Identity(record.author.name, record.author.email)
-            head = repo.write_commit(plan, head, record.batch.message, author, job_id=record.job_id)
+            message = record.batch.message
+            head = repo.write_commit(plan, head, message, author, job_id=record.job_id, proof_key=key)
             outcome.result = job_result(head, plan)
             commits.append((plan, len(record.batch.edits)))
         outcomes.append(outcome)
     if not commits:
         if known is not None:  # nothing pushed confirmed the head we built on: decide on the real one
-            return publish_round(repo, remote, members, policy, limits, fetch_first=True)
+            return publish_round(repo, remote, members, policy, limits, True, epoch, key)
         return Published(outcomes, tip, pushed=False)
     assert head is not None
     faults.point("publish.after_commit")
@@ -200,7 +214,8 @@ def publish_round(
         raise _Refused(pushed.reason)
     faults.point("publish.after_push")
     try:
-        follow(repo, head, durable=False)  # the remote holds it: the cache's main may be rebuilt from there
+        # the remote holds it: the cache's main may be rebuilt from there
+        follow(repo, head, durable=False, epoch=epoch)
     except OSError as exc:
         # published: the remote is the system of record and the next round's fetch moves the cache; a
         # full or read-only cache here must not turn published commits into failed jobs
@@ -208,28 +223,37 @@ def publish_round(
     return Published(outcomes, head, pushed=True, commits=commits)
 
 
-async def claim_followers(deps: Deps, first: JobRecord, limit: int) -> list[JobRecord]:
-    """Queued jobs of ``first``'s wiki behind it on its partition, in order, now marked ``running``."""
+async def claim_followers(
+    deps: Deps, first: JobRecord, limit: int, lease: Lease | None = None
+) -> list[JobRecord]:
+    """Queued jobs of ``first``'s wiki right behind it on its partition, in order, now marked ``running``.
+
+    The claim stops at a job of the wiki that is not ``queued`` (``running``: a dead or stale run's, which
+    runs again first), as a local wiki's group does: nothing accepted after a job may land before it."""
     if limit <= 0:
         return []
     candidates = [JobRecord.model_validate_json(raw) for raw in await queued_behind(deps, first, limit * 8)]
     claimed: list[JobRecord] = []
     for record in candidates:
-        if record.wiki != first.wiki or record.status != "queued":
+        if record.wiki != first.wiki or record.status in ("succeeded", "failed", "cancelled"):
             continue
+        if record.status != "queued":
+            break
 
         def start(r: JobRecord) -> JobRecord | None:
             if r.status != "queued":
                 return None
-            r.status, r.runs, r.started_ms = "running", r.runs + 1, now_ms()
+            r.status, r.started_ms = "running", now_ms()
+            r.begin_run()
             return r
 
-        after = await deps.jobs.update(record.job_id, start)
-        if after is not None and after.status == "running" and after.runs == record.runs + 1:
-            claimed.append(after)
-            telemetry.job_started(after)
-            if len(claimed) >= limit:
-                break
+        after = await deps.jobs.update(record.job_id, start, lease)
+        if after is None or after.status != "running" or after.runs != record.runs + 1:
+            break  # it changed meanwhile (started by another run, cancelled): those behind it wait too
+        claimed.append(after)
+        telemetry.job_started(after)
+        if len(claimed) >= limit:
+            break
     return claimed
 
 
@@ -253,29 +277,35 @@ class Publisher:
         entry: WikiEntry,
         owner: str | None,
         stop: asyncio.Event,
+        lease: Lease | None = None,
     ) -> list[Outcome]:
         """Publish ``first`` and the batches of its wiki queued behind it (see the module).
 
         Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
-        (the jobs stay ``running`` and run again, looking for their commits first).
+        (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, a
+        lease known lost stops it before each round (``Fenced``): nothing of a round is pushed after that.
         """
         settings = deps.settings
         remote = wikis.remote(entry)
         await self._spaced(remote, settings.remote_push_interval_seconds, stop)
         if stop.is_set():
             return []
-        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1)
+        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1, lease)
         members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
         waited_since: float | None = None
         moved = refused = 0
         backoff = 0.5
         fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
+        epoch = None if lease is None else lease.epoch
+        key = await deps.commit_key.get(settings, deps.jobs.redis)
         while True:
+            if lease is not None:
+                lease.check()  # a safe point: nothing of this round is written yet
             try:
                 repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
                 policy = policy_for(repo.path)
                 done = await asyncio.to_thread(
-                    publish_round, repo, remote, members, policy, settings.limits, fetch_first
+                    publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch, key
                 )
             except (OSError, RemoteUnavailable) as exc:
                 # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE

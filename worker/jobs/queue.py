@@ -48,6 +48,19 @@ def bell_key(partition: int) -> str:
     return keys.bell(partition)
 
 
+def reply_timeout(settings: Settings) -> float:
+    """The socket timeout of wikiq's Redis clients (``client(timeout=...)``): longer than the longest wait
+    a command of ours asks Redis for (the acceptance's ``WAITAOF``/``WAIT``, ``accept_timeout_seconds``),
+    so that only a Redis that stopped answering times out, as a ``RedisTimeoutError``: the API's 503 comes
+    within the accept timeout plus a second, as the contract says."""
+    return settings.accept_timeout_seconds + REPLY_MARGIN
+
+
+def epoch_key(partition: int) -> str:
+    """The epoch counter of ``partition``'s lease (``worker.jobs.leases``)."""
+    return keys.lease_epoch(partition)
+
+
 def lease_key(partition: int) -> str:
     """The lease naming the worker that owns ``partition``."""
     return keys.lease(partition)
@@ -68,6 +81,7 @@ def loads(raw: bytes) -> dict[str, Any]:
 
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)
 SENTINEL_TIMEOUT = 1.0  # seconds a sentinel has to answer "who is the primary?"
+REPLY_MARGIN = 0.5  # seconds a Redis reply may take beyond the longest wait a command of ours asks for
 # A primary that loses power sends no RST: without these, a connection waiting on it (a pub/sub listener, a
 # reply in flight) would hang for TCP's defaults (2 h idle, ~15 min of retransmissions) instead of failing
 # over: probe after 10 s idle, give up after 3 unanswered probes 5 s apart, or 30 s without an ACK.

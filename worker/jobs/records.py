@@ -24,7 +24,9 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from worker import keys
+from worker.errors import Fenced
 from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.leases import FENCED, Lease, fence_of
 from worker.jobs.queue import dumps
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch, Rename
@@ -146,6 +148,21 @@ class JobRecord(BaseModel):
     partition: int = 0
     runs: int = 0
     queued_bytes: int = 0
+    # the first run that wrote Wikiq-Proof trailers (0: none yet). A commit without a proof can be this
+    # job's own only if a run before that one (of a version without proofs) started it: ``legacy``
+    proofs_from_run: int = 0
+
+    def begin_run(self) -> None:
+        """Count a new run of the job (``runs``), noting the first that writes commit proofs."""
+        self.runs += 1
+        if not self.proofs_from_run:
+            self.proofs_from_run = self.runs
+
+    @property
+    def legacy(self) -> bool:
+        """True when a run that wrote no commit proofs (an earlier version's) may have committed the job:
+        only then does its commit without a ``Wikiq-Proof`` count as its own."""
+        return self.proofs_from_run != 1
 
     @property
     def dry_run(self) -> bool:
@@ -173,7 +190,12 @@ class JobRecord(BaseModel):
         )
 
 
-_SWAP = """
+# compare-and-set one record (``JobStore.update_stored``), fenced by the lease epoch KEYS[4] / ARGV[7]:
+# -1 when fenced, 0 when the record changed meanwhile, 1 when stored
+_SWAP = (
+    FENCED
+    + """
+if fenced(KEYS[4], ARGV[7]) then return -1 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[5] ~= '' then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[5])
@@ -186,32 +208,42 @@ if ARGV[6] ~= '' and redis.call('HDEL', KEYS[2], ARGV[4]) == 1 then
 end
 return 1
 """
+)
 
-# store records in order, each only while it holds the expected bytes (ARGV: expected, new per KEYS[i]);
-# stops at the first that does not: how many were stored
-_SWAP_MANY = """
-for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) ~= ARGV[2 * i - 1] then return i - 1 end
-  redis.call('SET', key, ARGV[2 * i], 'KEEPTTL')
+# store records in order, each only while it holds the expected bytes (KEYS[1] / ARGV[1]: the lease epoch
+# that fences them, then ARGV: expected, new per KEYS[i + 1]); stops at the first that does not: how many
+# were stored, -1 when fenced
+_SWAP_MANY = (
+    FENCED
+    + """
+if fenced(KEYS[1], ARGV[1]) then return -1 end
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) ~= ARGV[2 * i - 2] then return i - 2 end
+  redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'KEEPTTL')
 end
-return #KEYS
+return #KEYS - 1
 """
+)
 
 # finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue,
-# 3 the first attempts' list, 4 the senders' heartbeat, then 8 per job: record, queued table, queued total,
-# arq entry, arq retry, arq in-progress, webhook attempt 0's arq entry and result. ARGV: 1 events channel,
-# 2 webhook entry ttl ms, 3 the list's cap, 4 its expiry ms, 5 now (ms), then 9 per job: job id, expected
+# 3 the first attempts' list, 4 the senders' heartbeat, 5 the partition's lease epoch, then 8 per job:
+# record, queued table, queued total, arq entry, arq retry, arq in-progress, webhook attempt 0's arq entry
+# and result. ARGV: 1 events channel, 2 webhook entry ttl ms, 3 the list's cap, 4 its expiry ms, 5 now (ms),
+# 6 the run's lease epoch ('' not fenced), then 9 per job: job id, expected
 # bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
 # entry ('' none), its arq job id, how much later attempt 0 is due when a sender is alive and takes the
 # new bytes (0: hand nothing over). With no sender alive, attempt 0 is due now and nothing is handed over.
-# Returns a 1 or 0 per job: finished, or changed meanwhile.
-_FINISH_MANY = """
+# Returns a 1 or 0 per job: finished, or changed meanwhile; -1 (nothing done) when the run is fenced.
+_FINISH_MANY = (
+    FENCED
+    + """
+if fenced(KEYS[5], ARGV[6]) then return -1 end
 local done = {}
 local pushed = false
 local alive = redis.call('EXISTS', KEYS[4]) == 1
-local jobs = (#KEYS - 4) / 8
+local jobs = (#KEYS - 5) / 8
 for i = 0, jobs - 1 do
-  local k, a = 4 + 8 * i, 5 + 9 * i
+  local k, a = 5 + 8 * i, 6 + 9 * i
   local id = ARGV[a + 1]
   if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
     if ARGV[a + 4] ~= '' then
@@ -248,6 +280,7 @@ if pushed then
 end
 return done
 """
+)
 # ``keys.FIRST_ATTEMPTS`` keeps at most this many records (the oldest dropped first), and is dropped this long
 # after the last push: with no sender running, at most a few MB wait there (arq's safety net sends them all)
 FIRST_ATTEMPTS_CAP = 10_000
@@ -440,17 +473,20 @@ class JobStore:
             total = self.queued_keys(submitter)[1]
             await self._keep(keys=[kept, sizes, total], args=[self.dry_run_retention + 60, *entries])
 
-    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
+    async def update(
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None], lease: Lease | None = None
+    ) -> JobRecord | None:
         """Apply ``change`` to the record atomically; ``change`` returns None to leave it as it is.
 
         Returns the stored record after the call (changed or not), None when the job is unknown.
         A finished record's change is announced on ``wikiq:events``; a record that finishes with this change
-        drops its batch body and releases its queued bytes (see the class).
+        drops its batch body and releases its queued bytes (see the class). With ``lease`` (a worker's
+        run), raises ``Fenced`` and stores nothing once the partition's lease epoch is newer than its.
         """
-        return (await self.update_stored(job_id, change))[0]
+        return (await self.update_stored(job_id, change, lease))[0]
 
     async def update_stored(
-        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None], lease: Lease | None = None
     ) -> tuple[JobRecord | None, bytes | None]:
         """``update``, and the exact bytes now stored (for a later compare-and-set without reading them
         again, ``finish_many``)."""
@@ -467,8 +503,13 @@ class JobStore:
             body, ttl, release = self._changed(current, changed)
             channel = EVENTS if changed.status in FINISHED else ""
             table, total = self.queued_keys(changed.submitter)
+            epoch_key, epoch = fence_of(lease, current.partition)
+            names = [key, table, total, epoch_key]
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
-            if await self._swap(keys=[key, table, total], args=[raw, body, channel, job_id, ttl, release]):
+            stored = await self._swap(keys=names, args=[raw, body, channel, job_id, ttl, release, epoch])
+            if stored == -1:
+                raise Fenced(f"job {job_id}: a run of an older lease epoch than {epoch_key}'s; not stored")
+            if stored:
                 if release and changed.dry_run:
                     await self.keep([(changed, len(body))])
                 return changed, body.encode()
@@ -485,30 +526,41 @@ class JobStore:
                 ttl = str(self.dry_run_retention)
         return changed.model_dump_json(exclude_defaults=True), ttl, release
 
-    async def swap_many(self, items: Sequence[tuple[str, bytes, bytes]]) -> int:
+    async def swap_many(
+        self, items: Sequence[tuple[str, bytes, bytes]], lease: Lease | None = None, partition: int = 0
+    ) -> int:
         """Store each ``(job_id, expected bytes, new bytes)`` in order, each only if its record still holds
         exactly the expected bytes, stopping at the first that does not (none of these changes may finish
-        a job): how many were stored. One round trip for all."""
+        a job): how many were stored. One round trip for all. With ``lease``, raises ``Fenced`` (nothing
+        stored) once ``partition``'s lease epoch is newer than its."""
         if not items:
             return 0
-        names = [self.key(job_id) for job_id, _, _ in items]
-        args: list[bytes] = []
+        epoch_key, epoch = fence_of(lease, partition)
+        names = [epoch_key] + [self.key(job_id) for job_id, _, _ in items]
+        args: list[bytes | str] = [epoch]
         for _, expected, new in items:
             args += [expected, new]
-        return int(await self._swap_many(keys=names, args=args))
+        stored = int(await self._swap_many(keys=names, args=args))
+        if stored == -1:
+            raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing stored")
+        return stored
 
-    async def finish_many(self, items: Sequence[Finishing]) -> list[bool]:
-        """Finish several running jobs in one atomic script (one round trip), each only if its record still
-        holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body dropped, queued
-        bytes given back, announced on ``wikiq:events``), and with it, for a job taken along by a group
-        commit (``dequeue``), its arq entry out of its queue, and the first attempt of its webhook queued.
-        Whether each was finished (a record that changed meanwhile is not: finish it with ``update``)."""
+    async def finish_many(self, items: Sequence[Finishing], lease: Lease | None = None) -> list[bool]:
+        """Finish several running jobs of one partition in one atomic script (one round trip), each only if
+        its record still holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body
+        dropped, queued bytes given back, announced on ``wikiq:events``), and with it, for a job taken along
+        by a group commit (``dequeue``), its arq entry out of its queue, and the first attempt of its
+        webhook queued. Whether each was finished (a record that changed meanwhile is not: finish it with
+        ``update``). With ``lease``, raises ``Fenced`` and does nothing at all once the partition's lease
+        epoch is newer than its."""
         if not items:
             return []
+        epoch_key, epoch = fence_of(lease, items[0].record.partition)
         names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE, keys.FIRST_ATTEMPTS, keys.SENDERS_ALIVE]
+        names.append(epoch_key)
         now = now_ms()
         args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
-        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS, now]
+        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS, now, epoch]
         for item in items:
             record = item.record
             table, total = self.queued_keys(record.submitter)
@@ -526,9 +578,14 @@ class JobStore:
             dequeue = "1" if item.dequeue else ""
             args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
             args.append(item.hook_defer_ms)
-        done = [bool(flag) for flag in await self._finish_many(keys=names, args=args)]
-        await self.keep([(item.record, len(item.body)) for item, ok in zip(items, done, strict=True) if ok])
-        return done
+        done = await self._finish_many(keys=names, args=args)
+        if done == -1:
+            raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing finished")
+        finished = [bool(flag) for flag in done]
+        await self.keep(
+            [(item.record, len(item.body)) for item, ok in zip(items, finished, strict=True) if ok]
+        )
+        return finished
 
     async def note_first_attempts(self, items: Sequence[FirstAttempt]) -> list[bool]:
         """Record first webhook attempts in one script (one round trip), each only if its record still

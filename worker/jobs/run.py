@@ -8,6 +8,12 @@ commit instead of writing a second one. Unexpected errors, and Redis being away,
 ``max_job_tries`` runs is it reported failed, by this module, never by arq. A job runs again at its place in
 the queue (no deferral, which would let the wiki's next batch overtake it), after a short back-off taken
 inside the job while its partition waits anyway.
+
+Every write a run makes to its job records is fenced by the epoch of the lease its worker holds the
+partition by (``worker.jobs.leases``): a run of a worker that was paused past its lease while another took
+over is refused by the script itself (``Fenced``), records nothing, takes nothing off the queue, logs no
+``job.succeeded``, and ends with ``Retry`` so that arq leaves the job's entry queued for the partition's
+current owner, which finds the job's commit by trailer if the stale run landed one.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.engine import preflight, review
 from worker.engine.paths import ZonePolicy
-from worker.errors import RefLocked, RefMoved, WikiqError
+from worker.errors import Fenced, RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.jobs import events as telemetry
 from worker.jobs import group
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.group import Member
+from worker.jobs.leases import Lease
 from worker.jobs.publish import Outcome
 from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
 from worker.jobs.records import Finishing, JobRecord, JobStore, now_ms
@@ -93,7 +100,7 @@ def run_batch(
 def _start(record: JobRecord) -> JobRecord | None:
     if record.status not in ("queued", "running"):
         return None
-    record.runs += 1
+    record.begin_run()
     if record.status == "queued":
         record.status = "running"
         record.started_ms = now_ms()
@@ -130,18 +137,28 @@ async def _record(
     result: JobResult | None,
     error: ErrorInfo | None,
     run: int | None,
-) -> JobRecord | None:
+) -> tuple[JobRecord | None, bool]:
     """Record the outcome (of run ``run``, see ``_finish``), riding out a short Redis restart; the commit is
     already durable.
 
     Gives up after ``RECORD_PATIENCE`` seconds (well inside arq's job timeout, which would drop the job) and
-    runs the job again, which then finds its commit by trailer and records it.
+    runs the job again, which then finds its commit by trailer and records it. The record as stored, and
+    whether this call is what finished it.
     """
     delay = 0.05
     deadline = time.monotonic() + RECORD_PATIENCE
+    finish = _finish(result, error, run)
+    applied = False
+
+    def change(record: JobRecord) -> JobRecord | None:
+        nonlocal applied
+        changed = finish(record)
+        applied = changed is not None
+        return changed
+
     while time.monotonic() < deadline:
         try:
-            return await jobs.update(job_id, _finish(result, error, run))
+            return await jobs.update(job_id, change, _live_lease(ctx)), applied
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
@@ -170,11 +187,32 @@ async def _retry_or_give_up(ctx: JobContext, deps: Deps, job_id: str, exc: Excep
     return error_info(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
 
 
+def _live_lease(ctx: JobContext) -> Lease | None:
+    """The run's lease (None: unfenced), after checking it is not known lost (``Fenced`` if it is)."""
+    lease = ctx.get("lease")
+    if lease is not None:
+        lease.check()
+    return lease
+
+
 async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
-    """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status."""
+    """arq job: apply the batch of job ``job_id`` and record the outcome; returns the final status.
+
+    A fenced run (see the module) raises ``Retry`` having recorded nothing."""
+    try:
+        return await _apply_batch(ctx, job_id)
+    except Fenced as exc:
+        lease = ctx.get("lease")
+        if lease is not None:
+            lease.lost.set()  # the partition has a newer owner: this worker's consumer starts nothing more
+        log.warning("job %s: fenced, nothing recorded (%s)", job_id, exc)
+        raise Retry() from exc  # arq leaves the entry queued, where the current owner runs it
+
+
+async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
     deps: Deps = ctx["deps"]
     try:
-        record, stored = await deps.jobs.update_stored(job_id, _start)
+        record, stored = await deps.jobs.update_stored(job_id, _start, _live_lease(ctx))
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise await _again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
     if record is None:
@@ -211,12 +249,15 @@ async def _apply(
 ) -> list[Outcome]:
     """Check and commit the batch (in a thread): the outcome of ``record``, and of the other jobs a group
     commit or a remote publish took along; empty when stopped while waiting for a remote."""
+    lease = ctx.get("lease")
     try:
         entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
         if entry is not None and deps.wikis is not None:
             publish = deps.publisher.publish
-            return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop)
-        return await _apply_local(deps, record, stored)
+            return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop, lease)
+        return await _apply_local(deps, record, stored, lease)
+    except Fenced:
+        raise
     except WikiqError as exc:
         if exc.code != "INTERNAL":
             return [Outcome(record.job_id, error=error_info(exc))]
@@ -232,23 +273,26 @@ async def _apply(
         return [Outcome(record.job_id, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
 
 
-async def _apply_local(deps: Deps, record: JobRecord, stored: bytes | None) -> list[Outcome]:
+async def _apply_local(
+    deps: Deps, record: JobRecord, stored: bytes | None, lease: Lease | None
+) -> list[Outcome]:
     """A local wiki's batch, with the batches of its wiki queued behind it (``worker.jobs.group``)."""
     repo = deps.store.open(record.wiki)
     policy = policy_for(repo.path)
     limits = deps.settings.limits
+    key = await deps.commit_key.get(deps.settings, deps.jobs.redis)  # before claiming: nothing to give back
     members = [Member(record, stored, record.runs > 1, follower=False)]
     if record.runs == 1:  # a job run again (after an error or a crash) runs alone: others wait, uncounted
-        members += await group.claim(deps, record)
+        members += await group.claim(deps, record, lease)
     try:
-        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members)
+        run = await asyncio.to_thread(group.run_group, repo, policy, limits, members, lease, key)
     except BaseException:
-        with contextlib.suppress(RedisError, OSError):  # else they run again by themselves, later
-            await group.release(deps, members[1:])
+        with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later
+            await group.release(deps, members[1:], lease)
         raise
     if run.left_out:
-        with contextlib.suppress(RedisError, OSError):
-            await group.release(deps, run.left_out)
+        with contextlib.suppress(RedisError, OSError, Fenced):
+            await group.release(deps, run.left_out, lease)
     return [
         Outcome(d.job_id, d.result, d.error, record=m.record, stored=m.stored, follower=m.follower)
         for d, m in zip(run.decided, members, strict=False)
@@ -265,6 +309,7 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
     """Record every outcome: those handed over with their stored bytes in one script (``finish_many``,
     which also queues their webhooks, hands them to the webhook senders and takes followers out of arq's
     queue), the rest one by one."""
+    _live_lease(ctx)  # a run whose lease is known lost records nothing
     defer_ms = safety_net_ms(deps.settings)
     batched: list[tuple[Outcome, Finishing]] = []
     for outcome in outcomes:
@@ -295,7 +340,7 @@ async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> l
     deadline = time.monotonic() + RECORD_PATIENCE
     while time.monotonic() < deadline:
         try:
-            return await deps.jobs.finish_many(items)
+            return await deps.jobs.finish_many(items, _live_lease(ctx))
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
@@ -310,9 +355,11 @@ async def _finish_job(
     error: ErrorInfo | None,
     run: int | None = None,
 ) -> None:
-    """Record the outcome (of run ``run``: see ``_finish``), tell the metrics and queue the webhook."""
-    finished = await _record(ctx, deps.jobs, job_id, result, error, run)
+    """Record the outcome (of run ``run``: see ``_finish``), tell the metrics (only when this run finished
+    the job: another run's finish is that run's to count) and queue the webhook."""
+    finished, applied = await _record(ctx, deps.jobs, job_id, result, error, run)
     if finished is not None and finished.status == "running":
         return  # a newer run of the job is under way: it records the outcome and queues the webhook
-    telemetry.job_finished(finished)
+    if applied:
+        telemetry.job_finished(finished)
     await _schedule_webhook(ctx, finished)

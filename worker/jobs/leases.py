@@ -1,0 +1,61 @@
+"""A partition lease as the worker holding it knows it: the partition, its epoch, and whether it was lost.
+
+Every grant of a partition's lease raises the partition's epoch counter (``keys.lease_epoch``) in the same
+script that sets the lease, so the epoch is a fencing token: a run of an older epoch than the partition's
+current one is a run of a worker that was paused past its lease while another took over. Every finish
+script compares the run's epoch with the current one and refuses a stale run's write (``worker.errors.
+Fenced``); ``main.lock`` carries the epoch too (``worker.git.refs``). A worker that sees its lease lost sets
+``lost``: its job in flight stops at the next safe point (before a ref swap, before recording) and records
+nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from worker import keys
+from worker.errors import Fenced
+
+# grant a free lease (KEYS[1]) to ARGV[1] for ARGV[2] ms and raise its epoch counter (KEYS[2]): the new
+# epoch, or 0 when the lease is taken
+GRANT = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end
+return 0
+"""
+
+# the Lua prelude of every script a lease fences: true when ``epoch`` ('' = not fenced) is older than the
+# partition's current epoch stored under ``key``
+FENCED = """
+local function fenced(key, epoch)
+  return epoch ~= '' and tonumber(redis.call('GET', key) or '0') > tonumber(epoch)
+end
+"""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The lease of ``partition`` granted at ``epoch``; ``lost`` is set (from any thread) once the holder
+    knows it no longer holds it."""
+
+    partition: int
+    epoch: int
+    lost: threading.Event = field(default_factory=threading.Event, compare=False)
+
+    @property
+    def epoch_key(self) -> str:
+        """The Redis key of the partition's epoch counter."""
+        return keys.lease_epoch(self.partition)
+
+    def check(self) -> None:
+        """Raise ``Fenced`` once the lease is known lost: a safe point of a run stops there."""
+        if self.lost.is_set():
+            raise Fenced(f"partition {self.partition}: lease of epoch {self.epoch} lost")
+
+
+def fence_of(lease: Lease | None, partition: int) -> tuple[str, str]:
+    """The epoch key and the epoch a script is fenced by: the lease's, or, with no lease (a job function
+    called directly, as tests do), ``partition``'s key and ``''``, which the script reads as "not fenced"."""
+    if lease is None:
+        return keys.lease_epoch(partition), ""
+    return lease.epoch_key, str(lease.epoch)
