@@ -239,7 +239,8 @@ def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-Block = tuple[bytes, list[tuple[bytes, int, int]]]  # consecutive raw entries; (oid, crc32, offset) of each
+Entry = tuple[bytes, int, int]  # (oid, crc32, offset) of one pack entry
+Block = tuple[bytes, list[Entry]]  # consecutive raw entries; (oid, crc32, offset in the block) of each
 
 
 def build_pack(
@@ -253,9 +254,17 @@ def build_pack(
     ids already in the pack, when it shares one). The pack is returned as the list of its pieces (to be
     written with one ``writev``, never joined).
     """
+    chunks, idx, name, _ = _assemble(objects, copied, blocks)
+    return chunks, idx, name
+
+
+def _assemble(
+    objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]], blocks: Iterable[Block]
+) -> tuple[list[bytes], bytes, str, list[Entry]]:
+    """``build_pack``, and the pack's entries in pack order (what a later roll-up of it copies)."""
     chunks: list[bytes] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
-    index: list[tuple[bytes, int, int]] = []  # (oid, crc32, offset)
+    index: list[Entry] = []
     offset = 12
     seen: set[bytes] = set()
     for oid, raw in itertools.chain(encode(objects), copied):
@@ -286,6 +295,7 @@ def build_pack(
         digest.update(chunk)
     checksum = digest.digest()
     chunks.append(checksum)
+    entries = list(index)
     index.sort()
     counts = [0] * 256
     for oid, _, _ in index:
@@ -311,7 +321,7 @@ def build_pack(
         ]
     )
     idx += hashlib.sha1(idx).digest()
-    return chunks, idx, checksum.hex()
+    return chunks, idx, checksum.hex(), entries
 
 
 @dataclass
@@ -324,10 +334,11 @@ class PendingPack:
 
     pack_dir: Path
     name: str
-    tmp_pack: Path | None
-    tmp_idx: Path | None
+    tmp_pack: str | None
+    tmp_idx: str | None
     chunks: list[bytes]  # the pack's bytes, as written (kept to serve reads without reading the file back)
     idx: bytes
+    entries: list[Entry]  # (oid, crc32, offset) of each entry, in pack order
 
     @property
     def size(self) -> int:
@@ -339,12 +350,18 @@ class PendingPack:
         """``pack-<checksum>``: the name of its files without extension."""
         return f"pack-{self.name}"
 
+    @property
+    def base(self) -> str:
+        """The path of its files without extension, once published."""
+        return os.path.join(self.pack_dir, self.stem)
+
     def publish(self) -> None:
         """Rename pack then index into place (git's order: an index must never name a missing pack)."""
         assert self.tmp_pack is not None and self.tmp_idx is not None
-        os.rename(self.tmp_pack, self.pack_dir / f"pack-{self.name}.pack")
+        base = self.base
+        os.rename(self.tmp_pack, base + ".pack")
         self.tmp_pack = None
-        os.rename(self.tmp_idx, self.pack_dir / f"pack-{self.name}.idx")
+        os.rename(self.tmp_idx, base + ".idx")
         self.tmp_idx = None
 
     def discard(self) -> None:
@@ -356,7 +373,7 @@ class PendingPack:
         self.tmp_pack = self.tmp_idx = None
 
 
-def _write_new(path: Path, chunks: list[bytes]) -> None:
+def _write_new(path: str, chunks: list[bytes]) -> None:
     """Create ``path`` (which must not exist) read-only, holding ``chunks``; removed again on failure."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
     try:
@@ -382,10 +399,17 @@ def write_pack(
 ) -> PendingPack:
     """Write ``objects`` (and ``copied`` raw entries and ``blocks``, see ``build_pack``) as one pack + index
     under ``tmp_`` names in ``pack_dir``: not yet visible to git, not yet durable."""
-    pack, idx, name = build_pack(objects.values(), copied, blocks)
+    pack, idx, name, entries = _assemble(objects.values(), copied, blocks)
     token = secrets.token_hex(8)
+    where = os.fspath(pack_dir)
     pending = PendingPack(
-        pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}", pack, idx
+        pack_dir,
+        name,
+        os.path.join(where, f"tmp_pack_{token}"),
+        os.path.join(where, f"tmp_idx_{token}"),
+        pack,
+        idx,
+        entries,
     )
     try:
         assert pending.tmp_pack is not None and pending.tmp_idx is not None
