@@ -30,7 +30,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
+# The engine section compares with libgit2: pygit2 is the bench extra's.
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed
 	$(BIN)/python -m bench
 
 # A longer schemathesis run than the one inside `make test` (set WIKIQ_FUZZ_EXAMPLES to taste).

@@ -1,9 +1,13 @@
-"""The engine section: commits/s of 10-edit batches through preflight + WikiRepo.commit_plan, vs GitPython.
+"""The engine section: commits/s of 10-edit batches through preflight + WikiRepo.commit_plan, vs GitPython
+and libgit2.
 
 Each wiki is built in one ``git fast-import`` as a bare repository in the store's layout, then batches of
 6 overwrites, 2 creates, 1 delete and 1 rename are committed one after the other the way the worker does it:
-a fresh head snapshot, ``preflight``, ``commit_plan`` (durable: one ``syncfs`` per commit). The baseline
-commits the same kind of batches through a GitPython working tree and index, without any fsync.
+a fresh head snapshot, ``preflight``, ``commit_plan`` (durable: one ``syncfs`` per commit). On the nested
+layouts the same batches are also committed through libgit2 (``bench.libgit2``) on a copy of the freshly
+built repository, in blocks alternating with the engine's (ABBA), and the two CPU times per commit
+compared. The baseline commits the same kind of batches through a GitPython working tree and index,
+without any fsync.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import git
 
+from bench import libgit2
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare, clone_worktree
 from bench.workload import Workload
@@ -42,6 +47,9 @@ TARGET_LARGE_PER_S = 250.0  # ... and at least this many commits/s at 100 000 pa
 WORKTREE_TIMEOUT_S = 120.0
 PROFILE_TOP = 12
 SMALL, LARGE, WIDE = 100, 100_000, 10_000
+PEER_BLOCKS = 8  # alternating blocks, engine then libgit2 then libgit2 then engine (ABBA), 4 of each
+TARGET_OVER_LIBGIT2 = {SMALL: 1.5, WIDE: 2.5, LARGE: 2.5}  # libgit2 CPU per commit over the engine's
+TARGET_CPU_MS = {WIDE: 1.5}  # the engine's CPU per commit
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,23 @@ class EngineRun:
             self.reads + other.reads,
             self.objects + other.objects,
         )
+
+
+@dataclass
+class PeerRun:
+    """The engine and libgit2 on the same batches in alternating blocks: each block's CPU ms per commit,
+    and the total commits of each."""
+
+    version: str
+    engine_ms: list[float]
+    libgit2_ms: list[float]
+    commits: int
+
+    @property
+    def over(self) -> float:
+        """libgit2's CPU per commit over the engine's: the medians of their blocks (a block the machine's
+        load inflated weighs no more than any other)."""
+        return statistics.median(self.libgit2_ms) / statistics.median(self.engine_ms)
 
 
 @dataclass
@@ -171,6 +196,37 @@ def run_engine(
             wall.append(seconds)
             cpu += cpu_seconds
     return EngineRun(wall, cpu, syncfs, reads, loose_objects(repo.path) - before)
+
+
+def run_with_peer(
+    repo: WikiRepo, workload: Workload, peer: libgit2.Libgit2Peer, peer_workload: Workload, commits: int
+) -> tuple[EngineRun, PeerRun]:
+    """``commits`` engine commits and the same batches through libgit2, in ``PEER_BLOCKS`` alternating
+    blocks (ABBA: a drift in the machine's load weighs on both alike) after a warm-up of each."""
+    for job in range(WARMUP):
+        engine_commit(repo, workload, job)
+        peer.commit(peer_workload)
+    os.sync()
+    block = max(1, commits // (PEER_BLOCKS // 2))
+    first = WARMUP
+    run: EngineRun | None = None
+    engine_ms: list[float] = []
+    libgit2_ms: list[float] = []
+    for turn in range(PEER_BLOCKS):
+        if turn % 4 in (0, 3):
+            part = run_engine(repo, workload, block, warmup=0, first=first)
+            first += block
+            run = part if run is None else run + part
+            engine_ms.append(part.cpu * 1000 / block)
+        else:
+            libgit2_ms.append(sum(peer.commit(peer_workload) for _ in range(block)) * 1000 / block)
+            # libgit2 does not flush: its loose objects would be written back inside the engine's next
+            # syncfs (which flushes the whole file system) and billed to the engine
+            os.sync()
+    assert run is not None
+    if peer.head_tree() != repo.tree_of(repo.head() or ""):
+        raise AssertionError("libgit2 and the engine made different trees from the same batches")
+    return run, PeerRun(peer.version, engine_ms, libgit2_ms, len(run.wall))
 
 
 def check_head(repo: WikiRepo, workload: Workload, commits: int) -> None:
@@ -259,6 +315,11 @@ def engine_rows(layout: Layout, built: float, run: EngineRun) -> list[Row]:
     ms = sorted(x * 1000 for x in run.wall)
     n = len(ms)
     rate = run.commits_per_s
+    cpu = run.cpu * 1000 / n
+    cpu_note = "CPU of this process (git children excluded)"
+    target = TARGET_CPU_MS.get(layout.pages) if layout.kind == "nested" else None
+    if target is not None:
+        cpu_note += f"; target ≤ {target}: {_verdict(cpu <= target)}"
     return [
         Row(f"{key}.build_s", built, "s", f"git fast-import of {layout.pages:,} pages + 3 root files"),
         Row(
@@ -269,7 +330,7 @@ def engine_rows(layout: Layout, built: float, run: EngineRun) -> list[Row]:
         ),
         Row(f"{key}.p50_ms", statistics.median(ms), "ms", "latency per commit"),
         Row(f"{key}.p99_ms", ms[round(0.99 * (n - 1))], "ms", "latency per commit"),
-        Row(f"{key}.cpu_ms", run.cpu * 1000 / n, "ms/commit", "CPU of this process (git children excluded)"),
+        Row(f"{key}.cpu_ms", cpu, "ms/commit", cpu_note),
         Row(f"{key}.syncfs_ms", sum(run.syncfs) * 1000 / n, "ms/commit", "inside syncfs (durability)"),
         Row(f"{key}.objects_per_commit", run.objects / n, "objects", "loose objects written per commit"),
         Row(
@@ -279,6 +340,37 @@ def engine_rows(layout: Layout, built: float, run: EngineRun) -> list[Row]:
             "git cat-file reads (head commit, cold trees)",
         ),
         Row(f"{key}.reads_ms", sum(run.reads) * 1000 / n, "ms/commit", "inside those reads"),
+    ]
+
+
+def _blocks(ms: list[float]) -> str:
+    """Min and median of per-block figures."""
+    return f"blocks min {min(ms):.3f} / median {statistics.median(ms):.3f}"
+
+
+def peer_rows(layout: Layout, peer: PeerRun | None, skipped: str) -> list[Row]:
+    """The libgit2 peer's figures on one layout, and its CPU per commit over the engine's."""
+    key = f"engine.{layout.name}"
+    if peer is None:
+        return [Row(f"{key}.over_libgit2", None, "x", f"skipped: {skipped}")]
+    target = TARGET_OVER_LIBGIT2.get(layout.pages)
+    verdict = "" if target is None else f"; target ≥ {target}: {_verdict(peer.over >= target)}"
+    return [
+        Row(
+            f"{key}.libgit2_cpu_ms",
+            statistics.fmean(peer.libgit2_ms),
+            "ms/commit",
+            f"{peer.version}: TreeBuilder on the changed paths, create_commit, loose objects, no checks, "
+            f"no fsync; {peer.commits} commits; {_blocks(peer.libgit2_ms)} "
+            f"(engine: {_blocks(peer.engine_ms)})",
+        ),
+        Row(
+            f"{key}.over_libgit2",
+            peer.over,
+            "x",
+            f"libgit2 CPU per commit over the engine's (medians of {len(peer.engine_ms)} + "
+            f"{len(peer.libgit2_ms)} alternating blocks of the same batches){verdict}",
+        ),
     ]
 
 
@@ -304,28 +396,49 @@ def baseline_rows(layout: Layout, engine: EngineRun, baseline: BaselineRun) -> l
     ]
 
 
+def peer_skipped(layout: Layout) -> str:
+    """Why the libgit2 peer does not run on ``layout`` ("" when it does)."""
+    if layout.kind != "nested":
+        return "run at the nested sizes only"
+    if not libgit2.available():
+        return "pygit2 is not installed (pip install '.[bench]')"
+    return ""
+
+
 def measure_engine(
     ctx: Context, sizes: Sizes, layout: Layout, data: Path
-) -> tuple[float, EngineRun, Workload]:
-    """Build one wiki under ``data`` and time the engine on it (and profile it when asked); (build s, run,
-    workload)."""
+) -> tuple[float, EngineRun, Workload, PeerRun | None]:
+    """Build one wiki under ``data`` and time the engine on it, beside libgit2 on a copy of it when it can
+    (and profile the engine when asked); (build s, run, workload, libgit2 peer)."""
     wiki = layout.name.replace("_", "-")
     start = time.perf_counter()
     versions = build_bare(data, wiki, layout)
     built = time.perf_counter() - start
-    workload = Workload(layout, versions)
+    workload = Workload(layout, dict(versions))
     store = GitStore(data)
+    peer: libgit2.Libgit2Peer | None = None
+    peer_run: PeerRun | None = None
     try:
         repo = store.open(wiki)
-        run = run_engine(repo, workload, sizes.engine_commits)
-        check_head(repo, workload, WARMUP + sizes.engine_commits)
+        if not peer_skipped(layout):
+            copy = data / "libgit2" / f"{wiki}.git"
+            shutil.copytree(store.path(wiki), copy)
+            peer = libgit2.Libgit2Peer(copy)
+            run, peer_run = run_with_peer(
+                repo, workload, peer, Workload(layout, dict(versions)), sizes.engine_commits
+            )
+        else:
+            run = run_engine(repo, workload, sizes.engine_commits)
+        check_head(repo, workload, WARMUP + len(run.wall))
         if layout.name == sizes.profile_layout:
             text = profile_engine(repo, workload, sizes.profile_commits)
             ctx.notes.append(f"cProfile of {sizes.profile_commits} engine commits on {layout.name}:\n{text}")
     finally:
+        if peer is not None:
+            peer.close()
         store.close()
     os.sync()
-    return built, run, workload
+    return built, run, workload, peer_run
 
 
 def measure_same_folders(ctx: Context, sizes: Sizes) -> list[Row]:
@@ -385,7 +498,7 @@ def measure_same_folders(ctx: Context, sizes: Sizes) -> list[Row]:
 def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
     """The engine, then the GitPython baseline (on a clone of the engine's result), on one layout."""
     data = ctx.workdir / layout.name
-    built, engine, workload = measure_engine(ctx, sizes, layout, data)
+    built, engine, workload, peer = measure_engine(ctx, sizes, layout, data)
     commits = sizes.baseline_commits.get(layout.name, 0)
     if commits:
         bare = GitStore(data).path(layout.name.replace("_", "-"))
@@ -394,7 +507,11 @@ def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
         baseline = BaselineRun(skipped="--quick" if ctx.quick else "run at the nested sizes only")
     shutil.rmtree(data, ignore_errors=True)
     ctx.console.log(f"engine: {layout.name} done")
-    return engine_rows(layout, built, engine) + baseline_rows(layout, engine, baseline)
+    return (
+        engine_rows(layout, built, engine)
+        + peer_rows(layout, peer, peer_skipped(layout))
+        + baseline_rows(layout, engine, baseline)
+    )
 
 
 def summary_rows(rows: list[Row]) -> list[Row]:

@@ -34,6 +34,10 @@ TYPE_NAMES = {OBJ_COMMIT: b"commit", OBJ_TREE: b"tree", OBJ_BLOB: b"blob", OBJ_T
 # core.looseCompression default, speed over size. Trees are mostly 20-byte ids: level 1 saves only ~35% and
 # costs 25x the time (0.5 ms for a 1000-entry folder, 7 ms for a 10 000-entry one); a repack deltifies them.
 COMPRESSION: dict[int, int | None] = {OBJ_COMMIT: 1, OBJ_TREE: None, OBJ_BLOB: 1}
+# Objects up to this size are stored whatever their type: setting up a deflate stream costs several times
+# the copy of a small page or commit, and saves less than a kilobyte, which later roll-ups copy and a
+# background repack compresses anyway.
+STORED_MAX_BYTES = 2048
 _STORED_BLOCK = 0xFFFF
 _IOV_MAX = 1024
 IDX_MAGIC = b"\377tOc" + struct.pack(">I", 2)
@@ -191,8 +195,17 @@ class PackedObject:
 def stored_zlib(data: bytes) -> bytes:
     """``data`` as a zlib stream of stored (uncompressed) blocks: what level 0 gives, without the cost of
     setting up a deflate state (~50 us, more than the copy for a tree of 100 entries)."""
-    out = [b"\x78\x01"]
     size = len(data)
+    if 0 < size <= _STORED_BLOCK:  # one block: the common case, in one join
+        return b"".join(
+            (
+                b"\x78\x01",
+                struct.pack("<BHH", 1, size, size ^ 0xFFFF),
+                data,
+                struct.pack(">I", zlib.adler32(data)),
+            )
+        )
+    out = [b"\x78\x01"]
     if not size:
         out.append(b"\x01\x00\x00\xff\xff")
     for start in range(0, size, _STORED_BLOCK):
@@ -205,14 +218,14 @@ def stored_zlib(data: bytes) -> bytes:
 
 
 def _compress(kind: int, data: bytes) -> bytes:
-    """``data`` deflated at its type's level, with a window no bigger than it needs.
+    """``data`` deflated at its type's level, with a window no bigger than it needs (stored when small).
 
     A default deflate state is ~256 KB, which glibc maps and unmaps on every call: 50-80 us for a page of
     300 bytes. Sizing window and hash to the input (both are stream parameters any inflater accepts) keeps
     the ratio and costs ~8 us.
     """
     level = COMPRESSION[kind]
-    if level is None:
+    if level is None or len(data) <= STORED_MAX_BYTES:
         return stored_zlib(data)
     wbits = max(9, min(15, (len(data) + 262).bit_length()))  # 262: deflate's minimum lookahead
     deflate = zlib.compressobj(level, zlib.DEFLATED, wbits, max(1, min(8, wbits - 7)))
@@ -239,7 +252,8 @@ def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-Block = tuple[bytes, list[tuple[bytes, int, int]]]  # consecutive raw entries; (oid, crc32, offset) of each
+Entry = tuple[bytes, int, int]  # (oid, crc32, offset) of one pack entry
+Block = tuple[bytes, list[Entry]]  # consecutive raw entries; (oid, crc32, offset in the block) of each
 
 
 def build_pack(
@@ -253,9 +267,17 @@ def build_pack(
     ids already in the pack, when it shares one). The pack is returned as the list of its pieces (to be
     written with one ``writev``, never joined).
     """
+    chunks, idx, name, _ = _assemble(objects, copied, blocks)
+    return chunks, idx, name
+
+
+def _assemble(
+    objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]], blocks: Iterable[Block]
+) -> tuple[list[bytes], bytes, str, list[Entry]]:
+    """``build_pack``, and the pack's entries in pack order (what a later roll-up of it copies)."""
     chunks: list[bytes] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
-    index: list[tuple[bytes, int, int]] = []  # (oid, crc32, offset)
+    index: list[Entry] = []
     offset = 12
     seen: set[bytes] = set()
     for oid, raw in itertools.chain(encode(objects), copied):
@@ -286,6 +308,7 @@ def build_pack(
         digest.update(chunk)
     checksum = digest.digest()
     chunks.append(checksum)
+    entries = list(index)
     index.sort()
     counts = [0] * 256
     for oid, _, _ in index:
@@ -311,7 +334,7 @@ def build_pack(
         ]
     )
     idx += hashlib.sha1(idx).digest()
-    return chunks, idx, checksum.hex()
+    return chunks, idx, checksum.hex(), entries
 
 
 @dataclass
@@ -324,10 +347,11 @@ class PendingPack:
 
     pack_dir: Path
     name: str
-    tmp_pack: Path | None
-    tmp_idx: Path | None
+    tmp_pack: str | None
+    tmp_idx: str | None
     chunks: list[bytes]  # the pack's bytes, as written (kept to serve reads without reading the file back)
     idx: bytes
+    entries: list[Entry]  # (oid, crc32, offset) of each entry, in pack order
 
     @property
     def size(self) -> int:
@@ -339,12 +363,18 @@ class PendingPack:
         """``pack-<checksum>``: the name of its files without extension."""
         return f"pack-{self.name}"
 
+    @property
+    def base(self) -> str:
+        """The path of its files without extension, once published."""
+        return os.path.join(self.pack_dir, self.stem)
+
     def publish(self) -> None:
         """Rename pack then index into place (git's order: an index must never name a missing pack)."""
         assert self.tmp_pack is not None and self.tmp_idx is not None
-        os.rename(self.tmp_pack, self.pack_dir / f"pack-{self.name}.pack")
+        base = self.base
+        os.rename(self.tmp_pack, base + ".pack")
         self.tmp_pack = None
-        os.rename(self.tmp_idx, self.pack_dir / f"pack-{self.name}.idx")
+        os.rename(self.tmp_idx, base + ".idx")
         self.tmp_idx = None
 
     def discard(self) -> None:
@@ -356,7 +386,7 @@ class PendingPack:
         self.tmp_pack = self.tmp_idx = None
 
 
-def _write_new(path: Path, chunks: list[bytes]) -> None:
+def _write_new(path: str, chunks: list[bytes]) -> None:
     """Create ``path`` (which must not exist) read-only, holding ``chunks``; removed again on failure."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
     try:
@@ -382,10 +412,17 @@ def write_pack(
 ) -> PendingPack:
     """Write ``objects`` (and ``copied`` raw entries and ``blocks``, see ``build_pack``) as one pack + index
     under ``tmp_`` names in ``pack_dir``: not yet visible to git, not yet durable."""
-    pack, idx, name = build_pack(objects.values(), copied, blocks)
+    pack, idx, name, entries = _assemble(objects.values(), copied, blocks)
     token = secrets.token_hex(8)
+    where = os.fspath(pack_dir)
     pending = PendingPack(
-        pack_dir, name, pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}", pack, idx
+        pack_dir,
+        name,
+        os.path.join(where, f"tmp_pack_{token}"),
+        os.path.join(where, f"tmp_idx_{token}"),
+        pack,
+        idx,
+        entries,
     )
     try:
         assert pending.tmp_pack is not None and pending.tmp_idx is not None

@@ -6,10 +6,12 @@ and whether it holds only whole objects (``PackInfo``, kept for many packs) and,
 bytes. Reopening an evicted repository costs one listing of ``objects/pack`` and dictionary lookups; a
 pack's bytes are loaded only when an object is read from it or a commit rolls it up (and a commit on a warm
 tree cache reads none). Small packs (wikiq writes one per commit, and rolls them up while they are small)
-are read into memory and hold no file descriptor; bigger ones are memory-mapped (Python's ``mmap`` keeps a
-duplicate descriptor for each, hence the cap on mapped packs). The cache is bounded by the bytes it holds
-in memory and by the number of packs it maps; a pack it drops stays usable by the readers still holding it
-and is unmapped when the last one lets go (no reader ever sees a closed map).
+are read into memory and hold no file descriptor, as are the packs this process builds, up to the size of
+those a roll-up absorbs (their bytes are at hand, and a later roll-up copies them); bigger ones are
+memory-mapped (Python's ``mmap`` keeps a duplicate descriptor for each, hence the cap on mapped packs).
+The cache is bounded by the bytes it holds in memory and by the number of packs it maps; a pack it drops
+stays usable by the readers still holding it and is unmapped when the last one lets go (no reader ever sees
+a closed map).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker import faults
-from worker.git.objects import IDX_MAGIC, TYPE_NAMES, object_id
+from worker.git.objects import IDX_MAGIC, TYPE_NAMES, Entry, object_id
 
 OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
 MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
@@ -122,6 +124,7 @@ class Pack:
         self.mapped = isinstance(pack, mmap.mmap) or isinstance(idx, mmap.mmap)
         self.memory = 0 if self.mapped else len(idx) + len(pack)
         self._layout: list[tuple[bytes, int, int, int]] | None = None
+        self._entries: list[Entry] | None = None  # a pack this process built: its entries, as built
         self._whole: bool | None = True if ours else None
         self._intact: bool | None = True if ours else None
 
@@ -136,6 +139,14 @@ class Pack:
                 idx.close()
             raise
         return cls(idx, pack)
+
+    def built(self, entries: list[Entry]) -> Pack:
+        """Mark this pack as one this process just built: whole objects only, checksum known good, and
+        ``entries`` (``(oid, crc32, offset)`` in pack order) its layout, so that nothing of it is parsed
+        again. Returns the pack."""
+        self._entries = entries
+        self._whole = self._intact = True
+        return self
 
     def close(self) -> None:
         """Unmap a mapped pack (only for a pack no reader shares: tests, or one that failed to open)."""
@@ -166,6 +177,12 @@ class Pack:
 
     def layout(self) -> list[tuple[bytes, int, int, int]]:
         """Every entry as ``(oid, crc32, start, end)`` in pack order (what a roll-up copies)."""
+        if self._layout is None and self._entries is not None:
+            entries = self._entries
+            ends = [start for _, _, start in entries[1:]] + [self.nbytes - 20]
+            self._layout = [
+                (oid, crc, start, end) for (oid, crc, start), end in zip(entries, ends, strict=True)
+            ]
         if self._layout is None:
             count, idx = self.count, self.idx
             offsets = list(struct.unpack_from(f">{count}I", idx, self.offsets))
@@ -187,6 +204,8 @@ class Pack:
         """Every entry as one block of bytes, and ``(oid, crc32, offset in the block)`` of each: what a
         roll-up copies in one piece (the CRCs are the index's, already computed)."""
         data = bytes(self.pack[12 : self.nbytes - 20])
+        if self._entries is not None:
+            return data, [(oid, crc, start - 12) for oid, crc, start in self._entries]
         return data, [(oid, crc, start - 12) for oid, crc, start, _ in self.layout()]
 
     @property
@@ -194,8 +213,17 @@ class Pack:
         """True when every entry is a whole object (no delta): its entries can be copied byte for byte into
         another pack. wikiq's own packs are; git's repacks are not."""
         if self._whole is None:
-            pack = self.pack
-            self._whole = all((pack[start] >> 4) & 7 in TYPE_NAMES for _, _, start, _ in self.layout())
+            pack, idx, count = self.pack, self.idx, self.count
+            offsets = struct.unpack_from(f">{count}I", idx, self.offsets)  # index order: no sort needed
+            large = self.large
+            whole = True
+            for offset in offsets:
+                if offset & 0x80000000:
+                    (offset,) = struct.unpack_from(">Q", idx, large + 8 * (offset & 0x7FFFFFFF))
+                if (pack[offset] >> 4) & 7 not in TYPE_NAMES:
+                    whole = False  # git's packs: a delta comes within the first few entries
+                    break
+            self._whole = whole
         return self._whole
 
     def intact(self) -> bool:
@@ -458,8 +486,15 @@ class PackReader:
     ``.keep`` or ``.mtimes`` file) without loading any pack; a pack is loaded, through the process-wide
     cache, by the first lookup that reaches it. The reader keeps no pack itself, so the cache's bounds are
     the process's. The folder is listed again when an object is missing and ``objects/pack`` changed since
-    the last look (or the last look was too close to a change to trust the folder's mtime). Not
-    thread-safe: callers serialise reads.
+    the last look (or the last look was too close to a change to trust the folder's mtime).
+
+    The writer's view (``listed``, ``ensure_listed``): the wiki's writer adds the packs it publishes and
+    retires the ones it absorbs itself (``add``, ``retire``), so after one complete listing its list stays
+    complete across commits without looking at the folder again, as long as nobody else changes it. It is
+    the only writer of its wiki; what else may change the folder (this process's background ``git
+    repack``, a writer that held the wiki before) is caught by ``invalidate``, which the writer calls
+    when a repack ran and every few commits, and by a lookup that misses. Not thread-safe: callers
+    serialise reads and writes.
     """
 
     def __init__(self, pack_dir: Path, cache: PackCache | None = None) -> None:
@@ -469,6 +504,7 @@ class PackReader:
         self.infos: dict[str, PackInfo] = {}
         self.pinned: set[str] = set()
         self.seen: int | None = None  # objects/pack's mtime (ns) at the last listing
+        self.listed = False  # the writer's view is complete: a complete listing, then only add/retire
 
     def close(self) -> None:
         """Let go of the packs (the cache keeps what it can)."""
@@ -476,6 +512,27 @@ class PackReader:
         self.infos.clear()
         self.pinned.clear()
         self.seen = None
+        self.listed = False
+
+    def ensure_listed(self) -> None:
+        """List the folder unless the writer's view is complete already (see the class)."""
+        if not self.listed:
+            self.refresh(force=True)
+
+    def invalidate(self) -> None:
+        """Have the next ``ensure_listed`` list the folder again."""
+        self.listed = False
+
+    def pinned_now(self, name: str) -> bool:
+        """True when git keeps pack ``name`` or uses it as a cruft pack (``.keep``, ``.mtimes``) as of now,
+        whatever the view says: checked (two stats) for each pack a roll-up is about to absorb, since git's
+        cruft repack may have written a pack of the same name since the last listing."""
+        base = self._base(name)
+        if os.path.exists(base + ".keep") or os.path.exists(base + ".mtimes"):
+            self.pinned.add(name)
+            self.listed = False
+            return True
+        return False
 
     def _base(self, name: str) -> str:
         return os.path.join(self.pack_dir, name)
@@ -517,6 +574,7 @@ class PackReader:
         self.pinned = pinned
         racy = time.time_ns() - mtime < RACY_NS  # a change in the same clock tick would not move the mtime
         self.seen = mtime if complete and not racy else None
+        self.listed = complete
         return True
 
     def load(self, name: str) -> Pack | None:
@@ -534,8 +592,9 @@ class PackReader:
         info = PackInfo(pack.nbytes, pack.whole)
         self.cache.put(self._base(name), pack)
         self.cache.remember(self._base(name), info)
+        if name not in self.infos:
+            self.names.append(name)
         self.infos[name] = info
-        self.names.append(name)
 
     def retire(self, name: str) -> None:
         """Stop using pack ``name``, absorbed by a roll-up, and have it deleted (``PackCache.retire``)."""
@@ -552,6 +611,7 @@ class PackReader:
                 pack = self.load(name)
                 if pack is None:
                     self.seen = None  # gone since the listing: list again on the next miss
+                    self.listed = False
                     continue
                 offset = pack.find(oid)
                 if offset is not None:

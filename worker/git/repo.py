@@ -44,7 +44,7 @@ from worker.git.commits import (
     parse_commit,
 )
 from worker.git.grep import SEARCH_FILE_BYTES
-from worker.git.maintenance import Maintenance
+from worker.git.maintenance import MAINTENANCE_CHECK_EVERY, Maintenance
 from worker.git.objects import (
     EMPTY_TREE,
     OBJ_BLOB,
@@ -61,7 +61,7 @@ from worker.git.objects import (
     write_pack,
 )
 from worker.git.objects import object_id as raw_object_id
-from worker.git.packs import IN_MEMORY_BYTES, PACKS, Pack, PackReader
+from worker.git.packs import PACKS, Pack, PackReader
 from worker.git.refs import publish_durably, read_ref, swap_main
 from worker.git.search import SearchHit
 from worker.git.search import search as run_search
@@ -105,6 +105,8 @@ class WikiRepo:
         self.packs = self.objects / "pack"
         self.packed = PackReader(self.packs)  # in-process reads; git cat-file for anything else
         self.maintenance = Maintenance(path)
+        self._since_listing = 0  # commits since the writer's view of objects/pack was last listed
+        self._repacks_seen = self.maintenance.repacker.runs
         self._text: TextIndex | None = None
         self._pending: dict[bytes, PackedObject] = {}  # objects of an open ``CommitGroup``, not yet on disk
 
@@ -446,27 +448,38 @@ class WikiRepo:
         """The pack of a commit's ``objects`` under temporary names, carrying the entries of the packs it
         rolls up (``worker.git.rollup``), and the names of those packs."""
         reader = self.packed
-        reader.refresh()  # one stat; a listing only when objects/pack changed
+        self._since_listing += 1
+        runs = self.maintenance.repacker.runs
+        if self._since_listing > MAINTENANCE_CHECK_EVERY or runs != self._repacks_seen:
+            # what else changes objects/pack (a background repack, an earlier writer) is seen in time
+            reader.invalidate()
+            self._since_listing = 1
+            self._repacks_seen = runs
+        reader.ensure_listed()  # a listing only when the writer's view may be stale (``PackReader``)
         own = encode(objects.values())
         absorbed: dict[str, Pack] = {}
         for name in rollup.choose(reader.infos, reader.pinned, rollup.pack_size(own)):
+            if reader.pinned_now(name):
+                continue
             pack = reader.load(name)
-            if pack is not None and pack.intact():  # never spread a damaged pack's bytes
+            if pack is None:
+                reader.invalidate()  # gone (a repack, another writer): the next commit lists the folder
+            elif pack.intact():  # never spread a damaged pack's bytes
                 absorbed[name] = pack
         blocks = [pack.block() for pack in absorbed.values()]
         return write_pack(self.packs, {}, own, blocks), list(absorbed)
 
     def _settle(self, pending: PendingPack, absorbed: list[str]) -> None:
-        """After ``pending`` is durable and published: read it from memory from now on, have the packs it
-        absorbed deleted (their every entry is in it), and let ``Maintenance`` look at the rest."""
+        """After ``pending`` is durable and published: read it from memory from now on (up to the size of
+        packs a roll-up absorbs, mapped beyond), have the packs it absorbed deleted (their every entry is in
+        it), and let ``Maintenance`` look at the rest."""
         reader = self.packed
-        base = str(self.packs / pending.stem)
-        if pending.size <= IN_MEMORY_BYTES:
-            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks), ours=True)
+        if pending.size <= rollup.ROLLUP_MAX_BYTES:
+            pack: Pack | None = Pack(pending.idx, b"".join(pending.chunks))
         else:
-            pack = PACKS.get(base)
+            pack = PACKS.get(pending.base)
         if pack is not None:
-            reader.add(pending.stem, pack)
+            reader.add(pending.stem, pack.built(pending.entries))
         faults.point("git.rollup_delete")
         for name in absorbed:
             reader.retire(name)

@@ -17,8 +17,9 @@ repack (``worker.git.maintenance``), which deltifies them in the background. The
 because every tier costs a copy of every byte (and its flush, and its deletion later): on a 100 000-page
 wiki a commit writes ~80 KB of trees, so two tiers up to 1 MiB already cost twice its own bytes.
 
-Bound (``MAX_PACKS`` = 32, enforced at every commit): at most three packs per tier below 1 MiB (5 tiers:
-15) plus the big packs git keeps in a geometric progression. If a wiki still has more than ``MAX_PACKS``
+Bound (``MAX_PACKS`` = 32, enforced at every commit, on the writer's view of ``objects/pack``: kept in
+memory across commits, see ``PackReader``): at most three packs per tier below 1 MiB (5 tiers: 15) plus
+the big packs git keeps in a geometric progression. If a wiki still has more than ``MAX_PACKS``
 packs (git's repacks have not kept up with a stream of big commits), the commit also absorbs the smallest
 undeltified packs up to ``HARD_ROLLUP_MAX_BYTES``, whatever their tier, until it is back within the bound;
 only packs git deltified (kept logarithmic in number by its geometric repack) are beyond its reach.
