@@ -75,10 +75,10 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "bind: `localhost` and loopback addresses; `0.0.0.0`: `localhost` and any IP address): exact "
             "names, `.example.org` for a domain and its subdomains, `*` for any. Another `Host` is `421 "
             "MISDIRECTED_HOST`, against DNS rebinding; `/healthz` and `/readyz` answer any.",
-            "commit_secret": "The key of the `Wikiq-Proof` trailer that proves a commit is wikiq's own, so a "
-            "pushed or hand-written `Wikiq-Job:` trailer is never taken for a job's commit. Every process of a "
-            "deployment must share it; unset, one is generated once and kept in Redis (set it if Redis may "
-            "lose its data: a job in flight could then be committed twice).",
+            "commit_secret": "The key of the `Wikiq-Proof` trailer that proves a commit is wikiq's own, so "
+            "a pushed or hand-written `Wikiq-Job:` trailer is never taken for a job's commit. Every process "
+            "of a deployment must share it; unset, one is generated once and kept in Redis (set it if Redis "
+            "may lose its data: a job in flight could then be committed twice).",
             "trusted_proxies": "Proxies (addresses or networks) whose `X-Forwarded-Proto` and "
             "`X-Forwarded-For` are believed; `https` there makes the status page's cookie `Secure`.",
         },

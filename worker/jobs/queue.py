@@ -114,6 +114,10 @@ def client(target: Settings | str, *, decode: bool = False, timeout: float | Non
         "socket_keepalive": True,
         "socket_keepalive_options": KEEPALIVE,
         "decode_responses": decode,
+        # no CLIENT SETINFO on connect: a new connection to a Redis that does not answer would wait out
+        # one reply bound for it before its command waits out another
+        "lib_name": None,
+        "lib_version": None,
     }
     if isinstance(target, Settings) and target.redis_sentinels:
         assert target.redis_sentinel_master is not None  # the settings check that both are given

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 
 from arq.connections import ArqRedis
 
@@ -55,6 +56,9 @@ from worker.service.ratelimit import check_rate
 from worker.settings import Settings
 from worker.webhooks.guard import check_webhook_url
 
+log = logging.getLogger("wikiq.api")
+TAKE_BACK_SECONDS = 60.0  # how long a failed submission's clean-up waits for Redis to answer again
+
 
 def batch_paths(batch: Batch) -> list[str]:
     """Every path (or path prefix) a batch may write: rename targets, a replace_across's prefix, and
@@ -81,6 +85,7 @@ class Submissions:
         self.redis = redis
         self.wikis = wikis
         self.jobs = jobs
+        self._taking_back: set[asyncio.Future[None]] = set()
 
     async def submit(
         self,
@@ -127,12 +132,6 @@ class Submissions:
             replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
             if replayed is not None:
                 return replayed
-        if plan is not None and not await self.redis.set(keys.plan_used(plan), job_id, nx=True, ex=86400):
-            if idempotency_key is not None:
-                await self.jobs.release_idempotency(scope, idempotency_key)
-            raise BatchRejected(
-                "PLAN_NOT_FOUND", f"plan {plan[:80]!r} was committed already (a plan commits once)"
-            )
         record = self._record(caller, wiki, job_id, batch, at.commit)
         cap = settings.max_queued_bytes
         if 0 < cap < record.queued_bytes:
@@ -142,6 +141,12 @@ class Submissions:
                 "BATCH_TOO_LARGE",
                 f"the batch is {record.queued_bytes} bytes, over the {cap} bytes one principal may have "
                 "waiting; split it",
+            )
+        if plan is not None and not await self.redis.set(keys.plan_used(plan), job_id, nx=True, ex=86400):
+            if idempotency_key is not None:
+                await self.jobs.release_idempotency(scope, idempotency_key)
+            raise BatchRejected(
+                "PLAN_NOT_FOUND", f"plan {plan[:80]!r} was committed already (a plan commits once)"
             )
         try:  # one round trip: bytes, record, queue entry and doorbell at once, then the durability wait
             outcome = await accept_job(
@@ -157,11 +162,10 @@ class Submissions:
             job_accepted(self.redis, record)
             raise self._not_durable(job_id, exc) from None
         except BaseException:  # the script may or may not have run: take back what it may have stored
-            await self.jobs.delete(job_id, wiki)
-            await self.jobs.release_bytes(record)
-            if idempotency_key is not None:
-                await self.jobs.release_idempotency(scope, idempotency_key)
+            self._take_back_later(record, scope, idempotency_key, plan)
             raise
+        if outcome != ACCEPTED and plan is not None:
+            await self.redis.delete(keys.plan_used(plan))
         if outcome == KEY_TAKEN:
             # a retry took the key over while this submission stalled: it answers that retry's job
             assert guard is not None
@@ -183,6 +187,28 @@ class Submissions:
         if checked is not None:  # its plan is committed: the dry run is kept only a minute more
             await self.jobs.expire_soon(checked, PLAN_USED_SECONDS)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
+
+    def _take_back_later(self, record: JobRecord, scope: str, key: str | None, plan: str | None) -> None:
+        """Take back, in the background, what a submission whose script failed may have stored (its
+        record, queued bytes, idempotency key, plan marker): its refusal is answered at once, not after a
+        second wait on a Redis that does not answer. A retry with the same key that comes first takes the
+        key over (``_bind_key``), so one job per key remains either way."""
+
+        async def take_back() -> None:
+            try:
+                async with asyncio.timeout(TAKE_BACK_SECONDS):
+                    await self.jobs.delete(record.job_id, record.wiki)
+                    await self.jobs.release_bytes(record)
+                    if key is not None:
+                        await self.jobs.release_idempotency(scope, key)
+                    if plan is not None:
+                        await self.redis.delete(keys.plan_used(plan))
+            except Exception as exc:  # Redis still away: the key expires, the record never was
+                log.warning("a failed submission's clean-up failed (job %s): %r", record.job_id, exc)
+
+        task = asyncio.ensure_future(take_back())
+        self._taking_back.add(task)
+        task.add_done_callback(self._taking_back.discard)
 
     async def _bind_key(self, submitter: str, scope: str, key: str, digest: str, job_id: str) -> Job | None:
         """Bind idempotency ``key`` to the new ``job_id`` (None: go on and queue it), or answer the job it
