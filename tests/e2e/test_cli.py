@@ -246,7 +246,10 @@ def test_jobs_and_log(svc: Service, tmp_path: Path) -> None:
     assert newest.startswith(good["result"]["commit"][:12]) and good["job_id"] in newest and "Add n" in newest
     commits = as_json(wikiq("log", wiki, "--limit", "2", "--json", url=svc.url))["commits"]
     assert len(commits) == 2 and commits[0]["job_id"] == good["job_id"]
-    assert commits[0]["message"] == f"Add n\nbody\n\nWikiq-Job: {good['job_id']}\n"
+    message = commits[0]["message"]
+    assert message.startswith("Add n\nbody\n\nWikiq-Proof: ") and message.endswith(
+        f"\nWikiq-Job: {good['job_id']}\n"
+    )
 
 
 def test_cancel_queued_job(svc: Service, tmp_path: Path) -> None:

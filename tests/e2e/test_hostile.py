@@ -77,7 +77,9 @@ def test_body_over_limit_by_content_length_is_413_before_reading(svc: Service) -
     """A Content-Length over the limit is refused at once with 413, without sending the body."""
     with socket.create_connection(("127.0.0.1", svc.port), timeout=10) as sock:
         sock.sendall(
-            b"POST " + BATCHES.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST "
+            + BATCHES.encode()
+            + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 999999999\r\n\r\n"
         )
         reply = b""

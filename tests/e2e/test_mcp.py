@@ -105,7 +105,8 @@ async def test_tools_listed_with_honest_annotations(svc: Service, transport: str
     assert (write.annotations.destructive_hint, write.annotations.idempotent_hint) == (True, False)
     families = write.input_schema["properties"]["edits"]["items"]["anyOf"]
     assert {op for family in families for op in family["properties"]["op"]["enum"]} == set(OPS)
-    assert write.input_schema["required"] == ["wiki", "message", "edits"]
+    assert write.input_schema["required"] == ["wiki", "message"]  # and edits, or check_batch's plan
+    assert {"edits", "plan"} <= set(write.input_schema["properties"])
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
