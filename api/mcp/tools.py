@@ -444,9 +444,10 @@ Guard with expected_version or with page_outline's expected_section_version (tha
 prose, never in code blocks, inline code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
 for ^ and $ at line ends), new may use \\1. check_batch's applied counts per page give expected_count.
 
-expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages) or the \
-applied[].version an earlier edit of this batch gave the path. Required to change a file that exists when \
-the batch starts; optional on append and frontmatter; ignored for a path created in the batch.
+expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages), the \
+applied[].version an earlier edit gave the path, or "batch" (as earlier edits left it). Required to \
+change a file that exists when the batch starts; optional on append and frontmatter; ignored for a path \
+created in the batch.
 
 Paths are relative POSIX, e.g. wiki/db/redis.md; the server checks them (INVALID_PATH says why). Zones: \
 wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.

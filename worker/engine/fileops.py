@@ -23,7 +23,7 @@ def overwrite(work: BatchState, index: int, edit: Overwrite) -> None:
     of the batch already changed is allowed (rule 2), but the new content then likely drops that change:
     a dry run warns ``OVERWRITES_BATCH_EDIT``."""
     existing = work.existing(index, edit.path)
-    work.check_version(index, edit.path, edit.expected_version)
+    work.check_version(index, edit.path, edit.expected_version, whole=True)
     head = work.head.version(edit.path)
     if edit.expected_version is not None and edit.expected_version == head != existing.version:
         earlier = sorted({a.index for a in work.applied if edit.path in (a.path, a.new_path)})
@@ -49,7 +49,7 @@ def delete(work: BatchState, index: int, edit: Delete) -> None:
     """Delete an existing file; with ``redirect_links_to``, rewrite every link to it to point to that page
     (``moves.redirect_after``), which must exist once the file is gone (``NOT_FOUND``)."""
     work.existing(index, edit.path)
-    work.check_version(index, edit.path, edit.expected_version)
+    work.check_version(index, edit.path, edit.expected_version, whole=True)
     work.put(index, edit.path, None)
     work.applied.append(Applied(index, "delete", edit.path, None))
     target = edit.redirect_links_to

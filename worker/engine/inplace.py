@@ -84,7 +84,9 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
                 index,
             )
     elif edit.expected_version is not None:
-        work.check_version(index, edit.path, edit.expected_version)
+        # replacing or removing a section drops what it held, as an overwrite drops the page's
+        whole = isinstance(edit, ReplaceSection | RemoveSection)
+        work.check_version(index, edit.path, edit.expected_version, whole=whole)
     text = work.text(index, edit.path, file)
     try:
         new = _section_op(text, index, edit)

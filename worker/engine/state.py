@@ -4,8 +4,11 @@
 git snapshot) and enforces, for every op module, the rules all ops share:
 
 - **versions** (contract rule 2, amended): an edit that names ``expected_version`` passes when it is the
-  path's version at the head or any version an earlier edit of the batch gave the path; a path created
-  earlier in the batch (a ``create`` or a rename target) needs none;
+  path's version at the head or any version an earlier edit of the batch gave the path; ``"batch"``
+  passes when an earlier edit of the batch changed the path (for an edit that drops text it read —
+  ``overwrite``, ``delete``, ``replace_section``, ``remove_section`` — one that checked a version id:
+  link rewriting checks none); a path created earlier in the batch (a ``create`` or a rename
+  target) needs none;
 - **zones**: an in-place change (``append``, ``frontmatter``, the section ops, ``replace_across``, a
   rewritten link) is allowed exactly where the zone policy allows ``replace``;
 - **output size**: ``put`` keeps every file under ``limits.max_file_bytes`` and all new bytes of the batch
@@ -23,7 +26,7 @@ from worker.engine.markdown import FileIndex
 from worker.engine.paths import OpName, ZonePolicy
 from worker.engine.plan import Applied, BatchWarning, HeadView, NewFile, Plan, blob_id
 from worker.errors import BatchRejected
-from worker.schema.edits import Limits
+from worker.schema.edits import BATCH_VERSION, Limits
 
 # The zone rule each op is checked under: in-place changes are what ``replace`` is.
 ZONE_OPS: dict[str, OpName] = {
@@ -62,6 +65,7 @@ class BatchState:
         self.made: list[str] = []  # paths made by create edits, in order
         self.origin: dict[str, int] = {}
         self.versions: dict[str, set[str]] = {}  # every version an edit of the batch gave a path
+        self.vouched: set[str] = set()  # paths an edit of the batch checked by a version id
         self.moved_from: dict[str, str] = {}  # a moved file's path -> the path it had before the batch
         self.applied: list[Applied] = []
         self.warnings: list[BatchWarning] = []
@@ -158,9 +162,13 @@ class BatchState:
             return False
         return True
 
-    def check_version(self, index: int, path: str, expected: str | None, *, required: bool = True) -> None:
-        """Rule 2: ``expected`` must be the head version or one an earlier edit gave ``path``; None is
-        ``VERSION_REQUIRED`` when ``required``. A path created earlier in the batch is never checked."""
+    def check_version(
+        self, index: int, path: str, expected: str | None, *, required: bool = True, whole: bool = False
+    ) -> None:
+        """Rule 2: ``expected`` must be the head version, one an earlier edit gave ``path``, or ``"batch"``
+        when an earlier edit changed ``path`` (``whole``, for an edit replacing all of it: one that checked
+        a version id); None is ``VERSION_REQUIRED`` when ``required``. A path created earlier in the batch
+        is never checked."""
         if path in self.created:
             return
         actual = self.head.version(path)
@@ -172,8 +180,12 @@ class BatchState:
                     index,
                 )
             return
+        if expected == BATCH_VERSION:
+            self._check_batch_version(index, path, whole)
+            return
         produced = self.versions.get(path, set())
         if expected == actual or expected in produced:
+            self.vouched.add(path)
             return
         accepted = f"the head version {actual}"
         if produced:
@@ -185,6 +197,24 @@ class BatchState:
             index,
             {"path": path, "current_version": actual},
         )
+
+    def _check_batch_version(self, index: int, path: str, whole: bool) -> None:
+        """``expected_version: "batch"``: the edit is written against ``path`` as this batch left it."""
+        if path not in self.versions:
+            raise BatchRejected(
+                "VERSION_REQUIRED",
+                f'expected_version "batch" means {path!r} as earlier edits of this batch left it, but none '
+                "changed it: give the version you read (read_page or list_pages)",
+                index,
+            )
+        if whole and path not in self.vouched:
+            raise BatchRejected(
+                "VERSION_REQUIRED",
+                f"{path!r} was changed earlier in this batch only by link rewriting, which checks no "
+                'version, so this edit with "batch" could drop what another writer changed since you '
+                "read it: give the version you read (the head's stays accepted)",
+                index,
+            )
 
     def check_file_size(self, index: int, path: str, size: int) -> None:
         """``BATCH_TOO_LARGE`` when a file of ``size`` bytes would be over the per-file limit."""

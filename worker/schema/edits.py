@@ -35,6 +35,9 @@ from pydantic.json_schema import SkipJsonSchema
 from worker.errors import BatchRejected
 
 HEX40 = r"^[0-9a-f]{40}$"
+# an expected_version: a version id, or "batch" for the page as the earlier edits of this batch left it
+BATCH_VERSION = "batch"
+VERSION_OR_BATCH = r"^(?:[0-9a-f]{40}|batch)$"
 # "minLength: 1" in the schema (what agents read), checked by ``check_static`` rather than by pydantic, so
 # text that is not valid Unicode stays INVALID_ENCODING and an empty one INVALID_BATCH naming the edit.
 NON_EMPTY: dict[str, JsonValue] = {"minLength": 1}
@@ -42,19 +45,20 @@ NULL: dict[str, JsonValue] = {"type": "null"}
 Version = Annotated[
     str | None,
     Field(
-        pattern=HEX40,
-        description="The page's version: the one read_page or list_pages gave (its git blob id), or the "
-        "version an earlier edit of this batch gave the path (applied[].version). Required to change a "
-        "path that exists when the batch starts; ignored for a path created earlier in the batch.",
+        pattern=VERSION_OR_BATCH,
+        description="The page's version: the one read_page or list_pages gave (its git blob id), the "
+        'version an earlier edit of this batch gave the path (applied[].version), or "batch" for the '
+        "page as earlier edits of this batch left it. Required to change a path that exists when the "
+        "batch starts; ignored for a path created earlier in the batch.",
     ),
 ]
 OptionalVersion = Annotated[
     str | None,
     Field(
-        pattern=HEX40,
+        pattern=VERSION_OR_BATCH,
         description="Optional guard: refuse (VERSION_MISMATCH) unless the page is at this version (its "
-        "version at the head, or one an earlier edit of this batch gave it). Omit it to apply the edit "
-        "to whatever the page holds when the batch runs: it then never conflicts.",
+        'version at the head, one an earlier edit of this batch gave it, or "batch"). Omit it to apply '
+        "the edit to whatever the page holds when the batch runs: it then never conflicts.",
     ),
 ]
 SectionVersion = Annotated[
@@ -232,9 +236,9 @@ class Rename(_Edit):
     expected_version: Annotated[
         str | None,
         Field(
-            pattern=HEX40,
-            description="The file's version (head, or given by an earlier edit of this batch); required "
-            "for a file that exists at the head. A folder takes none.",
+            pattern=VERSION_OR_BATCH,
+            description='The file\'s version (head, given by an earlier edit of this batch, or "batch"); '
+            "required for a file that exists at the head. A folder takes none.",
         ),
     ] = None
     rewrite_links: Annotated[
