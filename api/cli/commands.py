@@ -348,16 +348,7 @@ def submit(
     batch = _load_batch(batch_file)
     if dry_run:
         batch["dry_run"], wait = True, True
-    with _client(url, token, as_json) as client:
-        job = client.submit(wiki, batch, idempotency_key=idempotency_key)
-        if wait and not job.finished:
-            job = client.job(job.job_id, wait=True) if as_json else _watch(client, job)
-    if wait or job.finished:
-        _finish(job, as_json)
-    elif as_json:
-        _print_json(_dump(job))
-    else:
-        _console().print(f"job {job.job_id} {job.status}; follow it with: wikiq job {job.job_id} --watch")
+    _submit_and_show(wiki, batch, idempotency_key, wait, url, token, as_json)
 
 
 def commit_plan(
@@ -374,8 +365,21 @@ def commit_plan(
     body: dict[str, Any] = {"plan": plan}
     if message is not None:
         body["message"] = message
+    _submit_and_show(wiki, body, None, wait, url, token, as_json)
+
+
+def _submit_and_show(
+    wiki: str,
+    body: dict[str, Any],
+    idempotency_key: str | None,
+    wait: bool,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Submit ``body``; show the finished job (waiting for it with ``wait``), or how to follow it."""
     with _client(url, token, as_json) as client:
-        job = client.submit(wiki, body)
+        job = client.submit(wiki, body, idempotency_key=idempotency_key)
         if wait and not job.finished:
             job = client.job(job.job_id, wait=True) if as_json else _watch(client, job)
     if wait or job.finished:
