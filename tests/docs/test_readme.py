@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.devproc import clean_env, running
 from worker.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,36 +96,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     data = tmp_path_factory.mktemp("readme") / "data"
     port = free_port()
     # a make of its own: not a child of the make that may run the tests (its flags and jobserver)
-    ours = ("WIKIQ_", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    env = clean_env("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
     # -o: the install stamp is not rebuilt (this interpreter's environment is the one under test)
     command = ["make", "-s", "-o", ".venv/.installed", "run", f"BIN={BIN}"]
     command.append(f"ARGS=--port {port} --data-dir {data}")
-    make = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if client.get("/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline and make.poll() is None, "make run did not start"
-            time.sleep(0.1)  # waiting for the started processes to listen
-        yield Deployment(f"http://127.0.0.1:{port}", client)
-    finally:
-        client.close()
-        os.killpg(make.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends
-        output, _ = make.communicate(timeout=90)
+    with running(command, port, cwd=ROOT, env=env, group=True, ready_seconds=90) as make:
+        yield Deployment(f"http://127.0.0.1:{port}", make.client)
+        output = make.interrupt(timeout=90)
     deadline = time.monotonic() + 60
     while _listening(port) or _children_of(data):
         assert time.monotonic() < deadline, f"make run left processes behind:\n{output}"
