@@ -50,6 +50,8 @@ from worker.schema.edits import OPS, Batch, Edit, Limits, PlanSubmission
 
 MAX_WAIT = 60.0  # seconds write_batch, check_batch and get_job wait for a job at most
 DIFF_CHARS = 60_000  # characters of diff a check answers an agent (get_job answers the whole diff)
+SUM_OVER = 20  # an edit's moved files or rewritten pages listed one by one up to this many, then summed
+DERIVED = ("rename", "rewrite_links")  # applied entries that move files or rewrite links for an edit
 MAX_PAGES_READ = 100  # paths read_pages takes (the service's bound)
 WIKI_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
@@ -181,15 +183,37 @@ IdempotencyKey = Annotated[
 UNFINISHED = "The job is still {status}: call get_job with this job_id and wait_seconds=60 until it finishes."
 
 
+class Summed(BaseModel):
+    """More than ``SUM_OVER`` applied entries of one edit and op (a folder's moved files, the pages a
+    rename rewrote, a replace_across's pages), summed into one."""
+
+    index: int = Field(description="the edit's index in the batch")
+    op: str = Field(description="rename, rewrite_links or replace_across")
+    files: int = Field(description="how many files it moved or changed")
+    count: int | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="links or occurrences changed in all"
+    )
+
+
+class Unshown(BaseModel):
+    """A file only moved or changed by link rewriting: listed without its diff (get_job has it)."""
+
+    path: str = Field(description="the file (its new path for a move)")
+    old_path: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
+    )
+    links: int | None = Field(default=None, exclude_if=lambda v: v is None, description="links rewritten")
+
+
 class WriteOutcome(BaseModel):
     """Answer of write_batch: the job and, once it succeeded, its commit and applied changes."""
 
     job_id: str = Field(description="the job; get_job follows it")
     status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
     commit: str | None = Field(default=None, description="the new commit; null for an unfinished job")
-    applied: list[Applied] | None = Field(
+    applied: list[Applied | Summed] | None = Field(
         default=None,
-        description="one entry per edit, plus one per moved file and rewritten page",
+        description="one entry per edit, plus one per moved file and rewritten page (summed past 20)",
     )
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
@@ -200,8 +224,10 @@ class CheckOutcome(BaseModel):
 
     job_id: str = Field(description="the dry-run job; get_job shows it again")
     status: JobStatus = Field(description="succeeded when every check passed (else the result is an error)")
-    applied: list[Applied] | None = Field(default=None, description="what each edit would change, in order")
-    diff: list[FileDiff] | None = Field(
+    applied: list[Applied | Summed] | None = Field(
+        default=None, description="what each edit would change, in order"
+    )
+    diff: list[FileDiff | Unshown] | None = Field(
         default=None, description="unified diff per changed file, in path order"
     )
     warnings: list[BatchWarning] | None = Field(
@@ -322,6 +348,49 @@ def trimmed(diff: list[FileDiff] | None, budget: int = DIFF_CHARS) -> list[FileD
         kept = entry.diff[: entry.diff.rfind("\n", 0, budget) + 1] if budget > 0 else ""
         budget = 0
         out.append(entry.model_copy(update={"diff": kept, "truncated": True}))
+    return out
+
+
+def summed(applied: list[Applied] | None) -> list[Applied | Summed] | None:
+    """``applied`` for an agent's context: the entries of one edit and op past ``SUM_OVER`` moved files or
+    changed pages (rename, rewrite_links, replace_across) summed into one ``Summed`` in the place of the
+    first; every other entry as it is."""
+    if applied is None:
+        return None
+    groups: dict[tuple[int, str], list[Applied]] = {}
+    for entry in applied:
+        groups.setdefault((entry.index, entry.op), []).append(entry)
+    out: list[Applied | Summed] = []
+    for entry in applied:
+        group = groups[(entry.index, entry.op)]
+        if entry.op not in (*DERIVED, "replace_across") or len(group) <= SUM_OVER:
+            out.append(entry)
+        elif entry is group[0]:
+            counts = [e.count for e in group if e.count is not None]
+            out.append(Summed(index=entry.index, op=entry.op, files=len(group), count=sum(counts) or None))
+    return out
+
+
+def shown(diff: list[FileDiff] | None, applied: list[Applied]) -> list[FileDiff | Unshown] | None:
+    """A dry run's diff for an agent: the files the batch's own edits changed, with their diff (within
+    ``DIFF_CHARS`` in all, ``trimmed``), and the files only moved or changed by link rewriting as
+    ``Unshown`` (with the links rewritten in each)."""
+    if diff is None:
+        return None
+    edited = {entry.path for entry in applied if entry.op not in DERIVED}
+    links: dict[str, int] = {}
+    for entry in applied:
+        if entry.op == "rewrite_links":
+            links[entry.path] = links.get(entry.path, 0) + (entry.count or 0)
+    own = [file for file in diff if file.path in edited or file.old_path in edited]
+    kept = iter(trimmed(own) or [])
+    out: list[FileDiff | Unshown] = []
+    for file in diff:
+        if file.path in edited or file.old_path in edited:
+            out.append(next(kept))
+        else:
+            count = links.get(file.path) or links.get(file.old_path or "") or None
+            out.append(Unshown(path=file.path, old_path=file.old_path, links=count))
     return out
 
 
@@ -457,8 +526,9 @@ wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit
     + """
 
 Returns {{job_id, status, commit, applied}}: applied has one entry per edit, one per moved file and one per \
-page rewritten (with count). status queued or running (after 60 s, or wait=false): call get_job with \
-wait_seconds=60. After a lost answer, retry with the same idempotency_key.
+page rewritten (with count), over 20 of one edit summed {{index, op, files, count}}. status queued or \
+running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, retry with \
+the same idempotency_key.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -474,8 +544,10 @@ Edits, versions, zones, links and limits ({max_edits} edits, \
 {max_content}) are write_batch's: see its description.
 
 Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer: a \
-replace_across entry's count per page is what its expected_count needs. diff: {{path, old_path?, diff, \
-truncated?}} per changed file, 60 000 characters in all (get_job with the job_id gives all). warnings \
+replace_across entry's count per page is what its expected_count needs; over 20 files of one edit are \
+summed {{index, op, files, count}}. diff: {{path, old_path?, diff, truncated?}} per file your edits changed \
+(60 000 characters in all); a file only moved or link-rewritten is {{path, old_path?, links}} (get_job with \
+the job_id gives every entry and diff). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
 no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
@@ -767,8 +839,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             outcome.hint = UNFINISHED.format(status=job.status)
         if result is not None:
             outcome.applied, outcome.diff, outcome.warnings, outcome.plan = (
-                result.applied,
-                trimmed(result.diff),
+                summed(result.applied),
+                shown(result.diff, result.applied),
                 result.warnings,
                 result.plan,
             )
@@ -809,7 +881,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         result = job.result
         outcome = WriteOutcome(job_id=job.job_id, status=job.status, commit=None)
         if result is not None:
-            outcome.commit, outcome.applied = result.commit, result.applied
+            outcome.commit, outcome.applied = result.commit, summed(result.applied)
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
         return _answer(outcome)

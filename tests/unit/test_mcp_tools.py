@@ -23,6 +23,8 @@ from api.mcp.tools import (
     WriteOutcome,
     build_server,
     invalid_arguments,
+    shown,
+    summed,
     trimmed,
 )
 from worker.engine.markdown.links import find_links, resolve_target
@@ -349,3 +351,46 @@ def test_the_link_rule_states_the_engines_resolution_order() -> None:
         "relative to the linking",
     ):
         assert claim in description, claim
+
+
+def _applied(**fields: Any) -> answers.Applied:
+    return answers.Applied.model_validate({"version": "0" * 40, **fields})
+
+
+def test_an_edits_many_moves_and_rewrites_are_summed_past_the_bound() -> None:
+    """A folder rename of 21 files with 22 rewritten pages answers one entry of each; 20 stay listed."""
+    many = [
+        _applied(index=1, op="rename", path=f"wiki/q/{n}.md", new_path=f"wiki/p/{n}.md") for n in range(21)
+    ]
+    many += [_applied(index=1, op="rewrite_links", path=f"wiki/t/{n}.md", count=2) for n in range(22)]
+    edit = _applied(index=0, op="replace", path="index.md")
+    out = summed([edit, *many])
+    assert out is not None
+    assert [e.model_dump(exclude_none=True) for e in out] == [
+        edit.model_dump(exclude_none=True),
+        {"index": 1, "op": "rename", "files": 21},
+        {"index": 1, "op": "rewrite_links", "files": 22, "count": 44},
+    ]
+    few = many[:20]
+    assert summed(few) == few
+
+
+def test_the_diff_shows_what_the_edits_changed_and_lists_the_rest() -> None:
+    """Files the edits changed keep their diff; moved or link-rewritten ones are listed with their links."""
+    applied = [
+        _applied(index=0, op="replace", path="index.md"),
+        _applied(index=1, op="rename", path="wiki/a.md", new_path="wiki/b/a.md"),
+        _applied(index=1, op="rewrite_links", path="wiki/t.md", count=3),
+    ]
+    diff = [
+        FileDiff(path="index.md", diff="-a\n+b\n"),
+        FileDiff(path="wiki/b/a.md", old_path="wiki/a.md", diff=""),
+        FileDiff(path="wiki/t.md", diff="-[[a]]\n+[[b/a]]\n"),
+    ]
+    out = shown(diff, applied)
+    assert out is not None
+    assert [e.model_dump(exclude_none=True) for e in out] == [
+        {"path": "index.md", "diff": "-a\n+b\n"},
+        {"path": "wiki/b/a.md", "old_path": "wiki/a.md"},
+        {"path": "wiki/t.md", "links": 3},
+    ]
