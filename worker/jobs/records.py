@@ -28,6 +28,7 @@ from worker.errors import Fenced
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.leases import FENCED, Lease, fence_of
 from worker.jobs.queue import dumps
+from worker.jobs.scripts import Call, Script, arg, items, key
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch, Rename
 
@@ -190,84 +191,161 @@ class JobRecord(BaseModel):
         )
 
 
-# compare-and-set one record (``JobStore.update_stored``), fenced by the lease epoch KEYS[4] / ARGV[7]:
-# -1 when fenced, 0 when the record changed meanwhile, 1 when stored
-_SWAP = (
-    FENCED
-    + """
-if fenced(KEYS[4], ARGV[7]) then return -1 end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[5] ~= '' then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[5])
+@dataclass
+class SwapRecord(Call):
+    """Compare-and-set one record (``JobStore.update_stored``), fenced by the lease epoch: -1 when fenced,
+    0 when the record changed meanwhile, 1 when stored (announced on ``channel`` unless '', with ``ttl``
+    or its own, ``release`` queued bytes given back unless '')."""
+
+    record: str = key()
+    queued_table: str = key()
+    queued_total: str = key()
+    epoch_key: str = key()
+    expected: bytes = arg()
+    body: str = arg()
+    channel: str = arg()
+    job_id: str = arg()
+    ttl: str = arg()
+    release: str = arg()
+    epoch: str = arg()
+
+
+SWAP = Script(
+    SwapRecord,
+    before=FENCED,
+    body="""
+if fenced(K.epoch_key, A.epoch) then return -1 end
+if redis.call('GET', K.record) ~= A.expected then return 0 end
+if A.ttl ~= '' then
+  redis.call('SET', K.record, A.body, 'EX', A.ttl)
 else
-  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  redis.call('SET', K.record, A.body, 'KEEPTTL')
 end
-if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
-if ARGV[6] ~= '' and redis.call('HDEL', KEYS[2], ARGV[4]) == 1 then
-  redis.call('DECRBY', KEYS[3], ARGV[6])
+if A.channel ~= '' then redis.call('PUBLISH', A.channel, A.job_id) end
+if A.release ~= '' and redis.call('HDEL', K.queued_table, A.job_id) == 1 then
+  redis.call('DECRBY', K.queued_total, A.release)
 end
 return 1
-"""
+""",
 )
 
-# store records in order, each only while it holds the expected bytes (KEYS[1] / ARGV[1]: the lease epoch
-# that fences them, then ARGV: expected, new per KEYS[i + 1]); stops at the first that does not: how many
-# were stored, -1 when fenced
-_SWAP_MANY = (
-    FENCED
-    + """
-if fenced(KEYS[1], ARGV[1]) then return -1 end
-for i = 2, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[2 * i - 2] then return i - 2 end
-  redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'KEEPTTL')
+
+@dataclass
+class SwapItem(Call):
+    """One record of ``SwapMany``: stored as ``body`` only while it holds exactly ``expected``."""
+
+    record: str = key()
+    expected: bytes = arg()
+    body: bytes = arg()
+
+
+@dataclass
+class SwapMany(Call):
+    """Store records in order, each only while it holds the expected bytes, stopping at the first that does
+    not: how many were stored; -1 (nothing stored) when the run's lease ``epoch`` is fenced."""
+
+    item_class = SwapItem
+    epoch_key: str = key()
+    epoch: str = arg()
+    records: list[SwapItem] = items()
+
+
+SWAP_MANY = Script(
+    SwapMany,
+    before=FENCED,
+    body="""
+if fenced(K.epoch_key, A.epoch) then return -1 end
+for i = 1, N do
+  local key, arg = item(i)
+  if redis.call('GET', key.record) ~= arg.expected then return i - 1 end
+  redis.call('SET', key.record, arg.body, 'KEEPTTL')
 end
-return #KEYS - 1
-"""
+return N
+""",
 )
 
-# finish running jobs (``JobStore.finish_many``). KEYS: 1 the partition's arq queue, 2 the webhook queue,
-# 3 the first attempts' list, 4 the senders' heartbeat, 5 the partition's lease epoch, then 8 per job:
-# record, queued table, queued total, arq entry, arq retry, arq in-progress, webhook attempt 0's arq entry
-# and result. ARGV: 1 events channel, 2 webhook entry ttl ms, 3 the list's cap, 4 its expiry ms, 5 now (ms),
-# 6 the run's lease epoch ('' not fenced), then 9 per job: job id, expected
-# bytes, new bytes, ttl ('' keep), queued bytes to give back ('' none), dequeue ('' no), webhook attempt
-# entry ('' none), its arq job id, how much later attempt 0 is due when a sender is alive and takes the
-# new bytes (0: hand nothing over). With no sender alive, attempt 0 is due now and nothing is handed over.
-# Returns a 1 or 0 per job: finished, or changed meanwhile; -1 (nothing done) when the run is fenced.
-_FINISH_MANY = (
-    FENCED
-    + """
-if fenced(KEYS[5], ARGV[6]) then return -1 end
+
+@dataclass
+class FinishItem(Call):
+    """One job of ``FinishMany``: its record, queued-bytes table and total, arq's entry, retry and
+    in-progress keys, its webhook attempt 0's arq entry and result; the new bytes with their ``ttl``
+    ('' keep), the queued bytes to give back ('' none), ``dequeue`` ('' no), the webhook attempt's arq
+    entry ('' none) and id, and how much later attempt 0 is due when a sender is alive and takes the new
+    bytes (0: hand nothing over)."""
+
+    record: str = key()
+    queued_table: str = key()
+    queued_total: str = key()
+    arq_entry: str = key()
+    arq_retry: str = key()
+    arq_in_progress: str = key()
+    hook_entry: str = key()
+    hook_result: str = key()
+    job_id: str = arg()
+    expected: bytes = arg()
+    body: str = arg()
+    ttl: str = arg()
+    release: str = arg()
+    dequeue: str = arg()
+    hook: bytes | str = arg()
+    hook_id: str = arg()
+    hook_defer_ms: int = arg()
+
+
+@dataclass
+class FinishMany(Call):
+    """Finish running jobs of one partition (``JobStore.finish_many``): per job, 1 finished or 0 changed
+    meanwhile; -1 (nothing done) when the run is fenced. With no sender alive, attempt 0 is due now and
+    nothing is handed over; the first attempts' list keeps ``first_cap`` records for ``first_expiry_ms``."""
+
+    item_class = FinishItem
+    queue: str = key()
+    webhook_queue: str = key()
+    first_attempts: str = key()
+    senders_alive: str = key()
+    epoch_key: str = key()
+    channel: str = arg()
+    hook_ttl_ms: int = arg()
+    first_cap: int = arg()
+    first_expiry_ms: int = arg()
+    now_ms: int = arg()
+    epoch: str = arg()
+    jobs: list[FinishItem] = items()
+
+
+FINISH_MANY = Script(
+    FinishMany,
+    before=FENCED,
+    body="""
+if fenced(K.epoch_key, A.epoch) then return -1 end
 local done = {}
 local pushed = false
-local alive = redis.call('EXISTS', KEYS[4]) == 1
-local jobs = (#KEYS - 5) / 8
-for i = 0, jobs - 1 do
-  local k, a = 5 + 8 * i, 6 + 9 * i
-  local id = ARGV[a + 1]
-  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 2] then
-    if ARGV[a + 4] ~= '' then
-      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'EX', ARGV[a + 4])
+local alive = redis.call('EXISTS', K.senders_alive) == 1
+for i = 1, N do
+  local key, arg = item(i)
+  if redis.call('GET', key.record) == arg.expected then
+    if arg.ttl ~= '' then
+      redis.call('SET', key.record, arg.body, 'EX', arg.ttl)
     else
-      redis.call('SET', KEYS[k + 1], ARGV[a + 3], 'KEEPTTL')
+      redis.call('SET', key.record, arg.body, 'KEEPTTL')
     end
-    redis.call('PUBLISH', ARGV[1], id)
-    if ARGV[a + 5] ~= '' and redis.call('HDEL', KEYS[k + 2], id) == 1 then
-      redis.call('DECRBY', KEYS[k + 3], ARGV[a + 5])
+    redis.call('PUBLISH', A.channel, arg.job_id)
+    if arg.release ~= '' and redis.call('HDEL', key.queued_table, arg.job_id) == 1 then
+      redis.call('DECRBY', key.queued_total, arg.release)
     end
-    if ARGV[a + 6] ~= '' then
-      redis.call('ZREM', KEYS[1], id)
-      redis.call('DEL', KEYS[k + 4], KEYS[k + 5], KEYS[k + 6])
+    if arg.dequeue ~= '' then
+      redis.call('ZREM', K.queue, arg.job_id)
+      redis.call('DEL', key.arq_entry, key.arq_retry, key.arq_in_progress)
     end
-    if ARGV[a + 7] ~= '' and redis.call('EXISTS', KEYS[k + 7], KEYS[k + 8]) == 0 then
-      redis.call('PSETEX', KEYS[k + 7], ARGV[2], ARGV[a + 7])
+    if arg.hook ~= '' and redis.call('EXISTS', key.hook_entry, key.hook_result) == 0 then
+      redis.call('PSETEX', key.hook_entry, A.hook_ttl_ms, arg.hook)
       local later = 0
-      if alive and tonumber(ARGV[a + 9]) > 0 then
-        later = tonumber(ARGV[a + 9])
-        redis.call('RPUSH', KEYS[3], ARGV[a + 3])
+      if alive and tonumber(arg.hook_defer_ms) > 0 then
+        later = tonumber(arg.hook_defer_ms)
+        redis.call('RPUSH', K.first_attempts, arg.body)
         pushed = true
       end
-      redis.call('ZADD', KEYS[2], tonumber(ARGV[5]) + later, ARGV[a + 8])
+      redis.call('ZADD', K.webhook_queue, tonumber(A.now_ms) + later, arg.hook_id)
     end
     done[#done + 1] = 1
   else
@@ -275,11 +353,11 @@ for i = 0, jobs - 1 do
   end
 end
 if pushed then
-  redis.call('LTRIM', KEYS[3], -tonumber(ARGV[3]), -1)
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('LTRIM', K.first_attempts, -tonumber(A.first_cap), -1)
+  redis.call('PEXPIRE', K.first_attempts, A.first_expiry_ms)
 end
 return done
-"""
+""",
 )
 # ``keys.FIRST_ATTEMPTS`` keeps at most this many records (the oldest dropped first), and is dropped this long
 # after the last push: with no sender running, at most a few MB wait there (arq's safety net sends them all)
@@ -319,21 +397,47 @@ class FirstAttempt:
     next_score_ms: int
 
 
-# record first attempts sent by a webhook sender (``JobStore.note_first_attempts``). KEYS: 1 the
-# webhook queue, then 4 per job: record, attempt 0's arq entry, the next attempt's arq entry and result.
-# ARGV: 1 entry ttl ms, then 6 per job: expected bytes, new bytes, attempt 0's arq id, next entry ('' none),
-# its arq id, its score. Returns a 1 or 0 per job: recorded, or changed meanwhile.
-_NOTE_FIRST = """
+@dataclass
+class NoteItem(Call):
+    """One job of ``NoteFirst``: its record, attempt 0's arq entry, the next attempt's arq entry and
+    result; the bytes expected and new, attempt 0's arq id, the next entry ('' none), its id and score."""
+
+    record: str = key()
+    first_entry: str = key()
+    next_entry_key: str = key()
+    next_result: str = key()
+    expected: bytes = arg()
+    body: str = arg()
+    first_id: str = arg()
+    next_entry: bytes | str = arg()
+    next_id: str = arg()
+    next_score_ms: int = arg()
+
+
+@dataclass
+class NoteFirst(Call):
+    """Record first attempts sent by a webhook sender (``JobStore.note_first_attempts``): per job, 1
+    recorded or 0 changed meanwhile."""
+
+    item_class = NoteItem
+    webhook_queue: str = key()
+    entry_ttl_ms: int = arg()
+    jobs: list[NoteItem] = items()
+
+
+NOTE_FIRST = Script(
+    NoteFirst,
+    body="""
 local done = {}
-for i = 0, (#KEYS - 1) / 4 - 1 do
-  local k, a = 1 + 4 * i, 1 + 6 * i
-  if redis.call('GET', KEYS[k + 1]) == ARGV[a + 1] then
-    redis.call('SET', KEYS[k + 1], ARGV[a + 2], 'KEEPTTL')
-    redis.call('ZREM', KEYS[1], ARGV[a + 3])
-    redis.call('DEL', KEYS[k + 2])
-    if ARGV[a + 4] ~= '' and redis.call('EXISTS', KEYS[k + 3], KEYS[k + 4]) == 0 then
-      redis.call('PSETEX', KEYS[k + 3], ARGV[1], ARGV[a + 4])
-      redis.call('ZADD', KEYS[1], ARGV[a + 6], ARGV[a + 5])
+for i = 1, N do
+  local key, arg = item(i)
+  if redis.call('GET', key.record) == arg.expected then
+    redis.call('SET', key.record, arg.body, 'KEEPTTL')
+    redis.call('ZREM', K.webhook_queue, arg.first_id)
+    redis.call('DEL', key.first_entry)
+    if arg.next_entry ~= '' and redis.call('EXISTS', key.next_entry_key, key.next_result) == 0 then
+      redis.call('PSETEX', key.next_entry_key, A.entry_ttl_ms, arg.next_entry)
+      redis.call('ZADD', K.webhook_queue, arg.next_score_ms, arg.next_id)
     end
     done[#done + 1] = 1
   else
@@ -341,42 +445,106 @@ for i = 0, (#KEYS - 1) / 4 - 1 do
   end
 end
 return done
-"""
+""",
+)
 
-# create a record only while its idempotency key (KEYS[3]) still names it (ARGV[4]; '' = no key)
-_CREATE = """
-if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+
+@dataclass
+class CreateRecord(Call):
+    """Create a record and index it under its wiki (trimming entries before ``cutoff``), only while its
+    idempotency key ``guard`` still names it (``bound``; '' = no key): 1 created, 0 not."""
+
+    record: str = key()
+    wiki_index: str = key()
+    guard: str = key()
+    body: str = arg()
+    submitted_ms: int = arg()
+    cutoff: int = arg()
+    bound: str = arg()
+    retention: int = arg()
+    job_id: str = arg()
+
+
+CREATE = Script(
+    CreateRecord,
+    body="""
+if A.bound ~= '' and redis.call('GET', K.guard) ~= A.bound then return 0 end
+redis.call('SET', K.record, A.body, 'EX', A.retention)
+redis.call('ZADD', K.wiki_index, A.submitted_ms, A.job_id)
+redis.call('ZREMRANGEBYSCORE', K.wiki_index, '-inf', A.cutoff)
 return 1
-"""
-# rebind an idempotency key (KEYS[1]) from a job (ARGV[4]) whose record (KEYS[2]) never came to be, giving
-# back the bytes it held in its submitter's queued-bytes table (KEYS[3]) and total (KEYS[4])
-_TAKE_OVER = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-local held = redis.call('HGET', KEYS[3], ARGV[4])
+""",
+)
+
+
+@dataclass
+class TakeOver(Call):
+    """Rebind an idempotency key from a job (``old_job``) whose record never came to be, giving back the
+    bytes it held in its submitter's queued-bytes table and total: 1 done, 0 not."""
+
+    guard: str = key()
+    old_record: str = key()
+    queued_table: str = key()
+    queued_total: str = key()
+    bound: str = arg()
+    new_bound: str = arg()
+    ttl: int = arg()
+    old_job: str = arg()
+
+
+TAKE_OVER = Script(
+    TakeOver,
+    body="""
+if redis.call('GET', K.guard) ~= A.bound or redis.call('EXISTS', K.old_record) == 1 then return 0 end
+redis.call('SET', K.guard, A.new_bound, 'EX', A.ttl)
+local held = redis.call('HGET', K.queued_table, A.old_job)
 if held then
-  redis.call('HDEL', KEYS[3], ARGV[4])
-  redis.call('DECRBY', KEYS[4], held)
+  redis.call('HDEL', K.queued_table, A.old_job)
+  redis.call('DECRBY', K.queued_total, held)
 end
 return 1
-"""
+""",
+)
 IDEMPOTENCY_SECONDS = 24 * 3600
-# count kept dry-run results in their submitter's queued bytes (``JobStore.keep``). KEYS: 1 the kept set,
-# 2 the kept sizes, 3 the queued total. ARGV: 1 ttl s of the set, then 3 per job: id, size, expiry ms
-_KEEP = """
-for i = 2, #ARGV, 3 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('INCRBY', KEYS[3], ARGV[i + 1])
+
+
+@dataclass
+class KeepItem(Call):
+    """One kept dry-run result of ``Keep``: its job id, size and expiry."""
+
+    job_id: str = arg()
+    size: int = arg()
+    expiry_ms: int = arg()
+
+
+@dataclass
+class Keep(Call):
+    """Count kept dry-run results in their submitter's queued bytes (``JobStore.keep``); the kept set and
+    sizes live ``ttl`` seconds."""
+
+    item_class = KeepItem
+    kept: str = key()
+    sizes: str = key()
+    total: str = key()
+    ttl: int = arg()
+    results: list[KeepItem] = items()
+
+
+KEEP = Script(
+    Keep,
+    body="""
+for i = 1, N do
+  local _, arg = item(i)
+  if redis.call('HSETNX', K.sizes, arg.job_id, arg.size) == 1 then
+    redis.call('INCRBY', K.total, arg.size)
   end
-  redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i])
+  redis.call('ZADD', K.kept, arg.expiry_ms, arg.job_id)
 end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('EXPIRE', K.kept, A.ttl)
+redis.call('EXPIRE', K.sizes, A.ttl)
 return 1
-"""
+""",
+)
 
 
 class JobStore:
@@ -392,13 +560,6 @@ class JobStore:
         self.redis = redis
         self.retention = retention_seconds
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
-        self._swap = redis.register_script(_SWAP)
-        self._create = redis.register_script(_CREATE)
-        self._swap_many = redis.register_script(_SWAP_MANY)
-        self._finish_many = redis.register_script(_FINISH_MANY)
-        self._note_first = redis.register_script(_NOTE_FIRST)
-        self._take_over = redis.register_script(_TAKE_OVER)
-        self._keep = redis.register_script(_KEEP)
 
     @staticmethod
     def key(job_id: str) -> str:
@@ -435,9 +596,18 @@ class JobStore:
             scope, key, fingerprint = idempotency
             guard = keys.idempotency(scope, key)
             bound = f"{record.job_id} {fingerprint}"
-        names = [self.key(record.job_id), self.wiki_index(record.wiki), guard or self.key(record.job_id)]
-        args: list[str | int] = [body, record.submitted_ms, cutoff, bound, self.retention, record.job_id]
-        return bool(await self._create(keys=names, args=args))
+        call = CreateRecord(
+            record=self.key(record.job_id),
+            wiki_index=self.wiki_index(record.wiki),
+            guard=guard or self.key(record.job_id),
+            body=body,
+            submitted_ms=record.submitted_ms,
+            cutoff=cutoff,
+            bound=bound,
+            retention=self.retention,
+            job_id=record.job_id,
+        )
+        return bool(await CREATE.run(self.redis, call))
 
     async def delete(self, job_id: str, wiki: str) -> None:
         """Remove a record that was never accepted (its enqueue failed)."""
@@ -463,15 +633,16 @@ class JobStore:
         """Count each just-finished dry run's stored size (``(record, size)``) in its submitter's queued
         bytes until its record expires: what a principal's results keep in Redis is bounded with what it
         has waiting (``max_queued_bytes``). The submission script gives them back once they expired."""
-        by_submitter: dict[str, list[str | int]] = {}
+        by_submitter: dict[str, list[KeepItem]] = {}
         expiry = now_ms() + self.dry_run_retention * 1000
         for record, size in records:
             if record.dry_run and record.submitter:
-                by_submitter.setdefault(record.submitter, []).extend([record.job_id, size, expiry])
-        for submitter, entries in by_submitter.items():
+                by_submitter.setdefault(record.submitter, []).append(KeepItem(record.job_id, size, expiry))
+        for submitter, results in by_submitter.items():
             kept, sizes = keys.kept(submitter)
             total = self.queued_keys(submitter)[1]
-            await self._keep(keys=[kept, sizes, total], args=[self.dry_run_retention + 60, *entries])
+            call = Keep(kept, sizes, total, ttl=self.dry_run_retention + 60, results=results)
+            await KEEP.run(self.redis, call)
 
     async def update(
         self, job_id: str, change: Callable[[JobRecord], JobRecord | None], lease: Lease | None = None
@@ -504,9 +675,21 @@ class JobStore:
             channel = EVENTS if changed.status in FINISHED else ""
             table, total = self.queued_keys(changed.submitter)
             epoch_key, epoch = fence_of(lease, current.partition)
-            names = [key, table, total, epoch_key]
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
-            stored = await self._swap(keys=names, args=[raw, body, channel, job_id, ttl, release, epoch])
+            call = SwapRecord(
+                record=key,
+                queued_table=table,
+                queued_total=total,
+                epoch_key=epoch_key,
+                expected=raw,
+                body=body,
+                channel=channel,
+                job_id=job_id,
+                ttl=ttl,
+                release=release,
+                epoch=epoch,
+            )
+            stored = await SWAP.run(self.redis, call)
             if stored == -1:
                 raise Fenced(f"job {job_id}: a run of an older lease epoch than {epoch_key}'s; not stored")
             if stored:
@@ -536,11 +719,8 @@ class JobStore:
         if not items:
             return 0
         epoch_key, epoch = fence_of(lease, partition)
-        names = [epoch_key] + [self.key(job_id) for job_id, _, _ in items]
-        args: list[bytes | str] = [epoch]
-        for _, expected, new in items:
-            args += [expected, new]
-        stored = int(await self._swap_many(keys=names, args=args))
+        records = [SwapItem(self.key(job_id), expected, new) for job_id, expected, new in items]
+        stored = int(await SWAP_MANY.run(self.redis, SwapMany(epoch_key, epoch, records)))
         if stored == -1:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing stored")
         return stored
@@ -556,11 +736,20 @@ class JobStore:
         if not items:
             return []
         epoch_key, epoch = fence_of(lease, items[0].record.partition)
-        names: list[str] = [items[0].queue, keys.WEBHOOK_QUEUE, keys.FIRST_ATTEMPTS, keys.SENDERS_ALIVE]
-        names.append(epoch_key)
         now = now_ms()
-        args: list[bytes | str | int] = [EVENTS, WEBHOOK_ENTRY_MS]
-        args += [FIRST_ATTEMPTS_CAP, FIRST_ATTEMPTS_EXPIRY_MS, now, epoch]
+        call = FinishMany(
+            queue=items[0].queue,
+            webhook_queue=keys.WEBHOOK_QUEUE,
+            first_attempts=keys.FIRST_ATTEMPTS,
+            senders_alive=keys.SENDERS_ALIVE,
+            epoch_key=epoch_key,
+            channel=EVENTS,
+            hook_ttl_ms=WEBHOOK_ENTRY_MS,
+            first_cap=FIRST_ATTEMPTS_CAP,
+            first_expiry_ms=FIRST_ATTEMPTS_EXPIRY_MS,
+            now_ms=now,
+            epoch=epoch,
+        )
         for item in items:
             record = item.record
             table, total = self.queued_keys(record.submitter)
@@ -571,14 +760,30 @@ class JobStore:
                 hook_id = keys.attempt(record.job_id, record.webhook.round, 0)
                 hook = job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
             hook_entry, hook_result, _, _ = job_keys(hook_id)
-            names += [self.key(record.job_id), table, total, entry, retry, in_progress]
-            names += [hook_entry, hook_result]
             body, ttl, release = self._changed(item.before, record)
             item.body = body.encode()
-            dequeue = "1" if item.dequeue else ""
-            args += [record.job_id, item.stored, body, ttl, release, dequeue, hook, hook_id]
-            args.append(item.hook_defer_ms)
-        done = await self._finish_many(keys=names, args=args)
+            call.jobs.append(
+                FinishItem(
+                    record=self.key(record.job_id),
+                    queued_table=table,
+                    queued_total=total,
+                    arq_entry=entry,
+                    arq_retry=retry,
+                    arq_in_progress=in_progress,
+                    hook_entry=hook_entry,
+                    hook_result=hook_result,
+                    job_id=record.job_id,
+                    expected=item.stored,
+                    body=body,
+                    ttl=ttl,
+                    release=release,
+                    dequeue="1" if item.dequeue else "",
+                    hook=hook,
+                    hook_id=hook_id,
+                    hook_defer_ms=item.hook_defer_ms,
+                )
+            )
+        done = await FINISH_MANY.run(self.redis, call)
         if done == -1:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing finished")
         finished = [bool(flag) for flag in done]
@@ -593,17 +798,28 @@ class JobStore:
         gone, the next attempt queued. Whether each was recorded (else: record it with ``update``)."""
         if not items:
             return []
-        names: list[str] = [keys.WEBHOOK_QUEUE]
-        args: list[bytes | str | int] = [WEBHOOK_ENTRY_MS]
+        call = NoteFirst(webhook_queue=keys.WEBHOOK_QUEUE, entry_ttl_ms=WEBHOOK_ENTRY_MS)
         for item in items:
             record = item.record
             assert record.webhook is not None
             first = keys.attempt(record.job_id, record.webhook.round, 0)
             after = keys.attempt(record.job_id, record.webhook.round, 1)
-            names += [self.key(record.job_id), job_keys(first)[0], *job_keys(after)[:2]]
-            body = record.model_dump_json(exclude_defaults=True)
-            args += [item.stored, body, first, item.next_entry or "", after, item.next_score_ms]
-        done = await self._note_first(keys=names, args=args)
+            next_entry, next_result, _, _ = job_keys(after)
+            call.jobs.append(
+                NoteItem(
+                    record=self.key(record.job_id),
+                    first_entry=job_keys(first)[0],
+                    next_entry_key=next_entry,
+                    next_result=next_result,
+                    expected=item.stored,
+                    body=record.model_dump_json(exclude_defaults=True),
+                    first_id=first,
+                    next_entry=item.next_entry or "",
+                    next_id=after,
+                    next_score_ms=item.next_score_ms,
+                )
+            )
+        done = await NOTE_FIRST.run(self.redis, call)
         return [bool(flag) for flag in done]
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
@@ -649,8 +865,17 @@ class JobStore:
         name = keys.idempotency(scope, key)
         old_job, digest = bound
         table, total = self.queued_keys(submitter)
-        args: list[str | int] = [f"{old_job} {digest}", f"{job_id} {digest}", IDEMPOTENCY_SECONDS, old_job]
-        return bool(await self._take_over(keys=[name, self.key(old_job), table, total], args=args))
+        call = TakeOver(
+            guard=name,
+            old_record=self.key(old_job),
+            queued_table=table,
+            queued_total=total,
+            bound=f"{old_job} {digest}",
+            new_bound=f"{job_id} {digest}",
+            ttl=IDEMPOTENCY_SECONDS,
+            old_job=old_job,
+        )
+        return bool(await TAKE_OVER.run(self.redis, call))
 
     async def release_idempotency(self, scope: str, key: str) -> None:
         """Forget an idempotency key whose job could not be queued."""
