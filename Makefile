@@ -25,8 +25,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check api worker tests bench
-	$(BIN)/ruff format --check api worker tests bench
+	$(BIN)/ruff check api worker tests bench tools
+	$(BIN)/ruff format --check api worker tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

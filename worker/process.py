@@ -33,15 +33,14 @@ from worker.git.remote import RemoteRegistry
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.leases import GRANT, Lease
+from worker.jobs.payloads import dumps, loads
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
     bell_key,
     client,
-    dumps,
     epoch_key,
     lease_key,
-    loads,
     reply_timeout,
     ring,
     run_script,

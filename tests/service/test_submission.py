@@ -18,7 +18,7 @@ import pytest_asyncio
 from tests.gitutil import blob_id
 from tests.service.harness import Deployment, check_job, create, expect_error
 from worker import keys
-from worker.jobs.queue import loads
+from worker.jobs.payloads import loads
 from worker.service.caller import SINGLE_USER_ID
 
 MIB = 1024 * 1024

@@ -28,7 +28,7 @@ from tests.e2e.receiver import running_receiver
 from tests.service.harness import TEST_SECRET, Deployment, create
 from worker import keys
 from worker.jobs.context import JobContext
-from worker.jobs.queue import loads
+from worker.jobs.payloads import loads
 from worker.jobs.run import apply_batch
 from worker.webhooks.deliver import deliver_webhook, send, signer_for, webhook_client
 

@@ -1,4 +1,4 @@
-"""The import-direction contracts of ``make lint`` hold, and fail loudly on a reverse import."""
+"""The import contracts of ``make lint`` hold, and fail loudly on a reverse import or an import cycle."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _copy(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
     tree.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("api", "worker"):
+    for package in ("api", "worker", "tools"):
         shutil.copytree(ROOT / package, tree / package, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
     return tree
@@ -35,6 +35,7 @@ def test_contracts_hold_and_a_reverse_import_breaks_them(tmp_path: Path) -> None
     clean = _lint(tree)
     assert clean.returncode == 0, clean.stdout[-2000:]
     assert "0 broken" in clean.stdout
+    assert "never leads back to it KEPT" in " ".join(clean.stdout.split())
     engine = tree / "worker" / "engine" / "preflight.py"
     engine.write_text(engine.read_text() + "\nimport api.server.app  # noqa: E402,F401  (planted)\n")
     broken = _lint(tree)
@@ -51,3 +52,32 @@ def test_the_client_may_not_reach_into_the_server(tmp_path: Path) -> None:
     broken = _lint(tree)
     assert broken.returncode != 0
     assert "depend on neither the server nor worker internals BROKEN" in " ".join(broken.stdout.split())
+
+
+def _plant(tree: Path, module: str, text: str) -> None:
+    path = tree / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + "\n" + text + "\n")
+
+
+def test_a_lazy_import_back_is_a_cycle_named_as_a_chain(tmp_path: Path) -> None:
+    """An import inside a function that leads back to its importer breaks the cycle contract, which names
+    the chain of modules and the line of each import on it."""
+    tree = _copy(tmp_path)
+    _plant(tree, "worker.git.objects", "def _planted() -> None:\n    from worker.git import repo  # noqa")
+    broken = _lint(tree)
+    assert broken.returncode != 0
+    text = " ".join(broken.stdout.split())
+    assert "never leads back to it BROKEN" in text
+    assert "worker.git.objects -> worker.git.repo -> worker.git.objects" in text
+    assert "worker.git.objects:" in text and "from worker.git import repo" in text
+
+
+def test_an_import_for_types_only_counts_too(tmp_path: Path) -> None:
+    """A module imported under ``TYPE_CHECKING`` that imports its importer back is a cycle as well."""
+    tree = _copy(tmp_path)
+    planted = "import typing\nif typing.TYPE_CHECKING:\n    import worker.jobs.queue"
+    _plant(tree, "worker.jobs.payloads", planted)
+    broken = _lint(tree)
+    assert broken.returncode != 0
+    cycle = "worker.jobs.payloads -> worker.jobs.queue -> worker.jobs.payloads"
+    assert cycle in " ".join(broken.stdout.split())

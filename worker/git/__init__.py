@@ -6,6 +6,7 @@ commits      identities, the Wikiq-Job trailer, parsing
 refs         reading main, the durable CAS swap under main.lock
 snapshot     the process-wide tree caches and the engine's view of a commit
 rollup       which small packs a commit's pack absorbs (the bound on packs per wiki)
+reader       the object-reader protocol (trees, blobs, heads): what snapshot, search, textindex read
 repo         one repository: reads, commits
 grep         git grep and git cat-file --batch over one tree: which files mention a text, many blobs at once
 search       searching a commit's pages: literal text, RE2 patterns

@@ -27,19 +27,31 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, Any, NamedTuple, Protocol
 
 from worker.engine.budget import Budget, current
 from worker.engine.markdown import compile_pattern
 from worker.git.grep import SEARCH_FILE_BYTES, THREADS, iter_blobs
 from worker.git.objects import TREE_MODE
-from worker.git.snapshot import EXEC_MODE, FILE_MODE
-
-if TYPE_CHECKING:
-    from worker.git.repo import WikiRepo
+from worker.git.reader import ObjectReader
+from worker.git.snapshot import EXEC_MODE, FILE_MODE, Snapshot
+from worker.git.textindex import TextIndex
 
 GREP_LINE_BYTES = 64 * 1024  # of a line git grep reports, what is read (the answer shows far less)
 BINARY_PROBE = 8000  # git's own heuristic: a NUL in the first 8000 bytes makes a file binary
+
+
+class Searchable(ObjectReader, Protocol):
+    """A repository that can be searched: its objects, its views of commits and its text index
+    (``worker.git.repo.WikiRepo``)."""
+
+    def snapshot(self, commit: str | None = None) -> Snapshot:
+        """A view of ``commit``."""
+        ...
+
+    def text_index(self) -> TextIndex:
+        """The text index of its pages (``worker.git.textindex``)."""
+        ...
 
 
 class SearchHit(NamedTuple):
@@ -54,7 +66,7 @@ class SearchHit(NamedTuple):
 
 
 def search(
-    repo: WikiRepo,
+    repo: Searchable,
     commit: str,
     query: str,
     *,
@@ -84,7 +96,7 @@ def _pathspec(prefix: str) -> list[str]:
 
 
 def _literal(
-    repo: WikiRepo,
+    repo: Searchable,
     commit: str,
     query: str,
     case_sensitive: bool,
@@ -102,7 +114,7 @@ def _literal(
 
 
 def _scan(
-    repo: WikiRepo,
+    repo: Searchable,
     commit: str,
     paths: list[str],
     query: str,
@@ -145,7 +157,7 @@ _ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
 def _grep(
-    repo: WikiRepo,
+    repo: Searchable,
     commit: str,
     query: str,
     case_sensitive: bool,
@@ -215,7 +227,7 @@ def _grep_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, int, int, bytes, int
 
 
 def _regex(
-    repo: WikiRepo,
+    repo: ObjectReader,
     commit: str,
     query: str,
     case_sensitive: bool,
@@ -273,7 +285,7 @@ def _page_hits(pattern: Any, path: str, oid: str, data: bytes, spend: Budget) ->
         position = line_end + 1  # the next line: one hit per line
 
 
-def blobs_under(repo: WikiRepo, tree: str, prefix: str, folder: str = "") -> Iterator[tuple[str, str]]:
+def blobs_under(repo: ObjectReader, tree: str, prefix: str, folder: str = "") -> Iterator[tuple[str, str]]:
     """``(path, blob id)`` of every file of ``tree`` whose path starts with ``prefix``, in path order."""
     for name, (mode, oid) in repo.tree(tree).items():
         path = folder + name

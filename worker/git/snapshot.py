@@ -18,7 +18,7 @@ from worker.git.grep import files_mentioning, read_blobs
 from worker.git.objects import TREE_MODE, Tree
 
 if TYPE_CHECKING:
-    from worker.git.repo import WikiRepo
+    from worker.git.reader import ObjectReader
 
 TREE_CACHE_ENTRIES = 250_000  # per process: ~100k pages of head plus recent versions; ~45 MB at most
 
@@ -129,7 +129,7 @@ class Snapshot:
     paths (it asks about each path of a batch four or five times) cost one dict lookup each.
     """
 
-    def __init__(self, repo: WikiRepo, commit: str | None, tree: str | None) -> None:
+    def __init__(self, repo: ObjectReader, commit: str | None, tree: str | None) -> None:
         self.repo = repo
         self.commit = commit
         self.tree = tree

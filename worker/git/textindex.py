@@ -28,7 +28,7 @@ from worker.git.grep import SEARCH_FILE_BYTES, iter_blobs
 from worker.git.objects import TREE_MODE
 
 if TYPE_CHECKING:
-    from worker.git.repo import WikiRepo
+    from worker.git.reader import ObjectReader
 
 FILE_NAME = "wikiq-text.sqlite"
 MIN_NEEDLE = 3  # the trigram tokenizer finds nothing shorter
@@ -50,7 +50,7 @@ def _phrase(needle: str) -> str:
 
 
 def _changed(
-    repo: WikiRepo, old: str | None, new: str | None, folder: str = ""
+    repo: ObjectReader, old: str | None, new: str | None, folder: str = ""
 ) -> Iterator[tuple[str, str | None]]:
     """``(path, blob id or None when gone)`` for every file that differs between trees ``old`` and
     ``new``."""
@@ -78,7 +78,7 @@ def _changed(
 class TextIndex:
     """The text index of one repository (see the module); thread-safe."""
 
-    def __init__(self, repo: WikiRepo) -> None:
+    def __init__(self, repo: ObjectReader) -> None:
         self.repo = repo
         self.path = Path(repo.path) / FILE_NAME
         self._lock = threading.Lock()

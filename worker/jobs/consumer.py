@@ -24,7 +24,8 @@ from redis.exceptions import RedisError
 from worker.jobs.arq_compat import poll_once
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.leases import Lease
-from worker.jobs.queue import ARQ_MAX_TRIES, dumps, lease_key, loads, queue_name, run_script
+from worker.jobs.payloads import dumps, loads
+from worker.jobs.queue import ARQ_MAX_TRIES, lease_key, queue_name, run_script
 from worker.jobs.records import now_ms
 from worker.jobs.run import apply_batch
 from worker.settings import Settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from arq.connections import ArqRedis
 from standardwebhooks import Webhook
@@ -19,9 +19,6 @@ from worker.jobs.leases import Lease
 from worker.jobs.proofs import CommitKey
 from worker.jobs.records import JobStore
 from worker.jobs.wikis import Wikis
-
-if TYPE_CHECKING:
-    from worker.jobs.publish import Publisher
 from worker.settings import Settings
 
 
@@ -29,15 +26,16 @@ from worker.settings import Settings
 class Deps:
     """What job functions need, created once at worker start-up and handed down through arq's ctx.
 
-    ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``publisher``
-    remembers, per remote, when this process last pushed; ``commit_key`` is the key of commit proofs.
+    ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``last_push``
+    remembers, per remote name, when this process last pushed there (``time.monotonic()``; pushes to one
+    remote are spaced by it, ``worker.jobs.publish``); ``commit_key`` is the key of commit proofs.
     """
 
     settings: Settings
     store: GitStore
     jobs: JobStore
     wikis: Wikis | None = None
-    publisher: Publisher = field(default_factory=lambda: _publisher())
+    last_push: dict[str, float] = field(default_factory=dict)
     commit_key: CommitKey = field(default_factory=CommitKey)
 
 
@@ -52,9 +50,3 @@ class JobContext(TypedDict, total=False):
     http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random
-
-
-def _publisher() -> Publisher:
-    from worker.jobs.publish import Publisher  # publish imports this module: resolved at first use
-
-    return Publisher()

@@ -257,115 +257,109 @@ async def claim_followers(
     return claimed
 
 
-class Publisher:
-    """The publishing state of one worker process: when each remote was last pushed to."""
+async def _spaced(last_push: dict[str, float], remote: Remote, interval: float, stop: asyncio.Event) -> None:
+    """Wait until ``interval`` seconds have passed since the last push to ``remote`` (or a stop)."""
+    left = last_push.get(remote.name, 0.0) + interval - time.monotonic()
+    if left > 0:
+        await _pause(stop, left)
 
-    def __init__(self) -> None:
-        self.last_push: dict[str, float] = {}
 
-    async def _spaced(self, remote: Remote, interval: float, stop: asyncio.Event) -> None:
-        """Wait until ``interval`` seconds have passed since the last push to ``remote`` (or a stop)."""
-        left = self.last_push.get(remote.name, 0.0) + interval - time.monotonic()
-        if left > 0:
-            await _pause(stop, left)
+async def publish_group(
+    deps: Deps,
+    wikis: Wikis,
+    first: JobRecord,
+    entry: WikiEntry,
+    owner: str | None,
+    stop: asyncio.Event,
+    lease: Lease | None = None,
+) -> list[Outcome]:
+    """Publish ``first`` and the batches of its wiki queued behind it (see the module).
 
-    async def publish(
-        self,
-        deps: Deps,
-        wikis: Wikis,
-        first: JobRecord,
-        entry: WikiEntry,
-        owner: str | None,
-        stop: asyncio.Event,
-        lease: Lease | None = None,
-    ) -> list[Outcome]:
-        """Publish ``first`` and the batches of its wiki queued behind it (see the module).
-
-        Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
-        (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, a
-        lease known lost stops it before each round (``Fenced``): nothing of a round is pushed after that.
-        """
-        settings = deps.settings
-        remote = wikis.remote(entry)
-        await self._spaced(remote, settings.remote_push_interval_seconds, stop)
-        if stop.is_set():
+    Returns every member's outcome; an empty list when ``stop`` was set while waiting for the remote
+    (the jobs stay ``running`` and run again, looking for their commits first). With ``lease``, a
+    lease known lost stops it before each round (``Fenced``): nothing of a round is pushed after that.
+    """
+    settings = deps.settings
+    remote = wikis.remote(entry)
+    await _spaced(deps.last_push, remote, settings.remote_push_interval_seconds, stop)
+    if stop.is_set():
+        return []
+    followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1, lease)
+    members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
+    waited_since: float | None = None
+    moved = refused = 0
+    backoff = 0.5
+    fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
+    epoch = None if lease is None else lease.epoch
+    key = await deps.commit_key.get(settings, deps.jobs.redis)
+    while True:
+        if lease is not None:
+            lease.check()  # a safe point: nothing of this round is written yet
+        try:
+            repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
+            policy = policy_for(repo.path)
+            done = await asyncio.to_thread(
+                publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch, key
+            )
+        except (OSError, RemoteUnavailable) as exc:
+            # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE
+            fault = storage_fault(exc) if isinstance(exc, OSError) else _local_fault(exc)
+            if fault is None and isinstance(exc, OSError):
+                raise
+            if fault is not None and not any(m.maybe_ran for m in members):
+                # nothing of this group can have been published: fail at once, no wait
+                return [Outcome(m.record.job_id, error=error_info(fault)) for m in members]
+            # else an earlier push of the group may have landed: wait and look for it, like below
+            unavailable = fault or exc
+            assert isinstance(unavailable, WikiqError)
+            fetch_first = True
+            _may_have_run(members)  # a push whose answer was lost may have landed
+            now = time.monotonic()
+            waited_since = now if waited_since is None else waited_since
+            if now - waited_since >= settings.remote_wait_seconds:
+                return [Outcome(m.record.job_id, error=error_info(unavailable)) for m in members]
+            log.warning(
+                "remote %s unavailable (%s); waiting %.1f s", remote.name, unavailable.message, backoff
+            )
+        except _Moved:
+            telemetry.cas_retry("remote_moved")
+            fetch_first = True
+            _may_have_run(members)
+            moved += 1
+            if moved >= settings.remote_push_attempts:
+                error = RemoteRejected(
+                    f"the branch of remote {remote.name!r} kept moving while we published "
+                    f"({moved} attempts); submit the batch again"
+                )
+                return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
+            continue  # fetch and check again at once
+        except _Refused as exc:
+            _may_have_run(members)  # a ref that moved under git's lease check is refused, not "moved"
+            refused += 1
+            if refused >= settings.remote_push_attempts:
+                error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
+                return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
+            log.warning("remote %s refused the push (%s); trying again", remote.name, exc.reason)
+        else:
+            if done.pushed:
+                deps.last_push[remote.name] = time.monotonic()
+                for plan, edits in done.commits:
+                    telemetry.commit_written(plan, edits)
+            if done.head is not None:
+                await wikis.note_head(
+                    first.wiki,
+                    repo,
+                    entry,
+                    done.head,
+                    len(done.commits),
+                    published_ms=now_ms() if done.pushed else None,
+                    partition=first.partition,
+                    owner=owner,
+                )
+            return done.outcomes
+        if await _pause(stop, backoff):
             return []
-        followers = await claim_followers(deps, first, settings.remote_coalesce_max - 1, lease)
-        members = [Member(first, first.runs > 1)] + [Member(r, r.runs > 1) for r in followers]
-        waited_since: float | None = None
-        moved = refused = 0
-        backoff = 0.5
-        fetch_first = any(m.maybe_ran for m in members)  # a possible earlier run: see the branch as it is
-        epoch = None if lease is None else lease.epoch
-        key = await deps.commit_key.get(settings, deps.jobs.redis)
-        while True:
-            if lease is not None:
-                lease.check()  # a safe point: nothing of this round is written yet
-            try:
-                repo = await wikis.cache(first.wiki, entry)  # cloned on first use: may wait for it too
-                policy = policy_for(repo.path)
-                done = await asyncio.to_thread(
-                    publish_round, repo, remote, members, policy, settings.limits, fetch_first, epoch, key
-                )
-            except (OSError, RemoteUnavailable) as exc:
-                # a full or read-only cache (our write, or git's during a fetch) is STORAGE_UNAVAILABLE
-                fault = storage_fault(exc) if isinstance(exc, OSError) else _local_fault(exc)
-                if fault is None and isinstance(exc, OSError):
-                    raise
-                if fault is not None and not any(m.maybe_ran for m in members):
-                    # nothing of this group can have been published: fail at once, no wait
-                    return [Outcome(m.record.job_id, error=error_info(fault)) for m in members]
-                # else an earlier push of the group may have landed: wait and look for it, like below
-                unavailable = fault or exc
-                assert isinstance(unavailable, WikiqError)
-                fetch_first = True
-                _may_have_run(members)  # a push whose answer was lost may have landed
-                now = time.monotonic()
-                waited_since = now if waited_since is None else waited_since
-                if now - waited_since >= settings.remote_wait_seconds:
-                    return [Outcome(m.record.job_id, error=error_info(unavailable)) for m in members]
-                log.warning(
-                    "remote %s unavailable (%s); waiting %.1f s", remote.name, unavailable.message, backoff
-                )
-            except _Moved:
-                telemetry.cas_retry("remote_moved")
-                fetch_first = True
-                _may_have_run(members)
-                moved += 1
-                if moved >= settings.remote_push_attempts:
-                    error = RemoteRejected(
-                        f"the branch of remote {remote.name!r} kept moving while we published "
-                        f"({moved} attempts); submit the batch again"
-                    )
-                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
-                continue  # fetch and check again at once
-            except _Refused as exc:
-                _may_have_run(members)  # a ref that moved under git's lease check is refused, not "moved"
-                refused += 1
-                if refused >= settings.remote_push_attempts:
-                    error = RemoteRejected(f"remote {remote.name!r} refused the push: {exc.reason}")
-                    return [Outcome(m.record.job_id, error=error_info(error)) for m in members]
-                log.warning("remote %s refused the push (%s); trying again", remote.name, exc.reason)
-            else:
-                if done.pushed:
-                    self.last_push[remote.name] = time.monotonic()
-                    for plan, edits in done.commits:
-                        telemetry.commit_written(plan, edits)
-                if done.head is not None:
-                    await wikis.note_head(
-                        first.wiki,
-                        repo,
-                        entry,
-                        done.head,
-                        len(done.commits),
-                        published_ms=now_ms() if done.pushed else None,
-                        partition=first.partition,
-                        owner=owner,
-                    )
-                return done.outcomes
-            if await _pause(stop, backoff):
-                return []
-            backoff = min(backoff * 2, MAX_BACKOFF)
+        backoff = min(backoff * 2, MAX_BACKOFF)
 
 
 def _may_have_run(members: Sequence[Member]) -> None:

@@ -13,7 +13,6 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from worker import keys
 from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.payloads import dumps, loads
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,19 +64,6 @@ def epoch_key(partition: int) -> str:
 def lease_key(partition: int) -> str:
     """The lease naming the worker that owns ``partition``."""
     return keys.lease(partition)
-
-
-def dumps(value: dict[str, Any]) -> bytes:
-    """A job payload as JSON (``default=str``: arq also stores results, which may hold an exception)."""
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
-
-
-def loads(raw: bytes) -> dict[str, Any]:
-    """A job payload from JSON; ``ValueError`` for anything but an object."""
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ValueError("arq job payload is not a JSON object")
-    return value
 
 
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)

@@ -27,7 +27,7 @@ from worker import keys
 from worker.errors import Fenced
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.leases import FENCED, Lease, fence_of
-from worker.jobs.queue import dumps
+from worker.jobs.payloads import dumps
 from worker.jobs.scripts import Call, Script, arg, items, key
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch, Rename

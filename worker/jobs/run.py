@@ -39,7 +39,7 @@ from worker.jobs import group
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.group import Member
 from worker.jobs.leases import Lease
-from worker.jobs.publish import Outcome
+from worker.jobs.publish import Outcome, publish_group
 from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
 from worker.jobs.records import Finishing, JobRecord, JobStore, now_ms
 from worker.jobs.results import error_info, job_result
@@ -253,8 +253,7 @@ async def _apply(
     try:
         entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
         if entry is not None and deps.wikis is not None:
-            publish = deps.publisher.publish
-            return await publish(deps, deps.wikis, record, entry, ctx.get("owner"), stop, lease)
+            return await publish_group(deps, deps.wikis, record, entry, ctx.get("owner"), stop, lease)
         return await _apply_local(deps, record, stored, lease)
     except Fenced:
         raise

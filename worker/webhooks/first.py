@@ -36,7 +36,8 @@ from standardwebhooks import Webhook
 from worker import keys
 from worker.jobs import events as telemetry
 from worker.jobs.arq_compat import job_entry, job_keys
-from worker.jobs.queue import dumps, enqueue_attempt
+from worker.jobs.payloads import dumps
+from worker.jobs.queue import enqueue_attempt
 from worker.jobs.records import FirstAttempt, JobRecord, JobStore, event_body, now_ms
 from worker.settings import Settings
 from worker.webhooks.deliver import Outcome, failed, next_delay, noting, send, utc_now

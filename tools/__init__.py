@@ -1,0 +1,1 @@
+"""Development tools of wikiq: not part of the installed package (``make lint`` uses them)."""
