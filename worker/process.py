@@ -32,7 +32,7 @@ from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import Deps, JobContext
-from worker.jobs.leases import GRANT, Lease
+from worker.jobs.leases import GRANT, RELEASE, RENEW, Grant, Lease, Release, Renew
 from worker.jobs.payloads import dumps, loads
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
@@ -43,7 +43,6 @@ from worker.jobs.queue import (
     lease_key,
     reply_timeout,
     ring,
-    run_script,
 )
 from worker.jobs.records import JobStore
 from worker.jobs.registry import WikiRegistry
@@ -54,15 +53,6 @@ from worker.webhooks.deliver import deliver_webhook, signer_for
 from worker.webhooks.http import WebhookSender
 
 log = logging.getLogger("wikiq.worker")
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class WorkerProcess:
@@ -165,7 +155,7 @@ class WorkerProcess:
             pipe.zcard(WORKERS)
             *_, live = await pipe.execute()
         for partition in [*self.runners, *self.releasing]:
-            kept = await run_script(self.redis, _RENEW, (lease_key(partition),), self.id, str(self.lease_ms))
+            kept = await RENEW.run(self.redis, Renew(lease_key(partition), self.id, self.lease_ms))
             if kept:
                 continue
             runner = self.runners.pop(partition, None)
@@ -188,8 +178,8 @@ class WorkerProcess:
             for partition in free:
                 if len(self.runners) >= target:
                     break
-                names = (lease_key(partition), epoch_key(partition))
-                epoch = int(await run_script(self.redis, GRANT, names, self.id, str(self.lease_ms)))
+                grant = Grant(lease_key(partition), epoch_key(partition), self.id, self.lease_ms)
+                epoch = int(await GRANT.run(self.redis, grant))
                 if epoch:
                     lease = Lease(partition, epoch)
                     runner = PartitionRunner(partition, self.redis, self.deps, self.id, lease)
@@ -219,7 +209,7 @@ class WorkerProcess:
         partition's doorbell, so that the next owner looks at once."""
         await runner.stop()
         with contextlib.suppress(RedisError):
-            await run_script(self.redis, _RELEASE, (lease_key(partition),), self.id)
+            await RELEASE.run(self.redis, Release(lease_key(partition), self.id))
             await ring(self.redis, partition)
 
     async def _bell_loop(self) -> None:

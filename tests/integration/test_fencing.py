@@ -13,8 +13,8 @@ from worker import keys
 from worker.errors import Fenced
 from worker.git import GitStore
 from worker.jobs.context import JobContext
-from worker.jobs.leases import GRANT, Lease
-from worker.jobs.queue import connect, queue_name, run_script
+from worker.jobs.leases import GRANT, Grant, Lease
+from worker.jobs.queue import connect, queue_name
 from worker.jobs.records import BatchSummary, Finishing, JobRecord, JobStore, now_ms
 from worker.jobs.run import Deps, _finish, apply_batch
 from worker.redis_server import RedisServer
@@ -34,8 +34,8 @@ async def redis(redis_server: RedisServer) -> AsyncIterator[ArqRedis]:
 
 
 async def _grant(redis: ArqRedis, owner: str) -> int:
-    names = (keys.lease(PARTITION), keys.lease_epoch(PARTITION))
-    return int(await run_script(redis, GRANT, names, owner, "60000"))
+    grant = Grant(keys.lease(PARTITION), keys.lease_epoch(PARTITION), owner, 60_000)
+    return int(await GRANT.run(redis, grant))
 
 
 async def _queued(jobs: JobStore, job_id: str, wiki: str, base: str | None) -> JobRecord:

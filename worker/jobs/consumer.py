@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Any, cast
 
 from arq.connections import ArqRedis
@@ -25,21 +26,38 @@ from worker.jobs.arq_compat import poll_once
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.payloads import dumps, loads
-from worker.jobs.queue import ARQ_MAX_TRIES, lease_key, queue_name, run_script
+from worker.jobs.queue import ARQ_MAX_TRIES, lease_key, queue_name
 from worker.jobs.records import now_ms
 from worker.jobs.run import apply_batch
+from worker.jobs.scripts import Call, Script, arg, key
 from worker.settings import Settings
 
 log = logging.getLogger("wikiq.queue")
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
 
-_CLEAR_STALE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
+
+@dataclass
+class ClearStale(Call):
+    """Delete the in-progress markers (``marker_prefix`` + id) of every job in ``queue`` while ``owner``
+    holds ``lease``: how many were deleted, or -1 when the lease is not ``owner``'s."""
+
+    lease: str = key()
+    queue: str = key()
+    owner: str = arg()
+    marker_prefix: str = arg()
+
+
+CLEAR_STALE = Script(
+    ClearStale,
+    body="""
+if redis.call('GET', K.lease) ~= A.owner then return -1 end
 local n = 0
-for _, id in ipairs(ids) do n = n + redis.call('DEL', ARGV[2] .. id) end
+for _, id in ipairs(redis.call('ZRANGE', K.queue, 0, -1)) do
+  n = n + redis.call('DEL', A.marker_prefix .. id)
+end
 return n
-"""
+""",
+)
 
 
 def job_timeout(settings: Settings) -> float:
@@ -108,8 +126,10 @@ class PartitionRunner:
         so a partition already taken over by another process is left alone. The number of markers deleted,
         or -1 when the lease is no longer ours.
         """
-        keys = (lease_key(self.partition), queue_name(self.partition))
-        return int(await run_script(self.redis, _CLEAR_STALE, keys, self.owner, in_progress_key_prefix))
+        call = ClearStale(
+            lease_key(self.partition), queue_name(self.partition), self.owner, in_progress_key_prefix
+        )
+        return int(await CLEAR_STALE.run(self.redis, call))
 
     async def _due_jobs(self) -> bool:
         """Whether jobs of this queue are due now (called when a poll started none of them).

@@ -16,13 +16,58 @@ from dataclasses import dataclass, field
 
 from worker import keys
 from worker.errors import Fenced
+from worker.jobs.scripts import Call, Script, arg, key
 
-# grant a free lease (KEYS[1]) to ARGV[1] for ARGV[2] ms and raise its epoch counter (KEYS[2]): the new
-# epoch, or 0 when the lease is taken
-GRANT = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end
+
+@dataclass
+class Grant(Call):
+    """Grant the free ``lease`` to ``owner`` for ``ms`` and raise the partition's epoch counter: the new
+    epoch, or 0 when the lease is taken."""
+
+    lease: str = key()
+    epoch_key: str = key()
+    owner: str = arg()
+    ms: int = arg()
+
+
+GRANT = Script(
+    Grant,
+    body="""
+if redis.call('SET', K.lease, A.owner, 'NX', 'PX', A.ms) then return redis.call('INCR', K.epoch_key) end
 return 0
-"""
+""",
+)
+
+
+@dataclass
+class Release(Call):
+    """Delete ``lease`` only while it is still ``owner``'s (``RELEASE``); 0 when it is not."""
+
+    lease: str = key()
+    owner: str = arg()
+
+
+@dataclass
+class Renew(Release):
+    """Renew ``lease`` for ``ms`` only while it is still ``owner``'s (``RENEW``); 0 when it is not."""
+
+    ms: int = arg()
+
+
+RENEW = Script(
+    Renew,
+    body="""
+if redis.call('GET', K.lease) == A.owner then return redis.call('PEXPIRE', K.lease, A.ms) end
+return 0
+""",
+)
+RELEASE = Script(
+    Release,
+    body="""
+if redis.call('GET', K.lease) == A.owner then return redis.call('DEL', K.lease) end
+return 0
+""",
+)
 
 # the Lua prelude of every script a lease fences: true when ``epoch`` ('' = not fenced) is older than the
 # partition's current epoch stored under ``key``

@@ -12,10 +12,9 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 
 from __future__ import annotations
 
-import hashlib
 import socket
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from arq.connections import ArqRedis
@@ -26,6 +25,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from worker import keys
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.payloads import dumps, loads
+from worker.jobs.scripts import C, Call, Script, arg, key
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -194,77 +194,96 @@ def _check_durability(replies: list[Any], durability: str, timeout_s: float) -> 
         raise NotDurable(f"no replica of Redis confirmed the job within {timeout_s:g} s")
 
 
-# A submission in one step: the idempotency guard, the submitter's queued bytes, the job record and its
-# wiki's index, arq's job entry and queue entry (unless arq has the job already), the doorbell.
-# KEYS: 1 record, 2 wiki index, 3 idempotency key (or the record's again), 4 queued-bytes table, 5 their
-#       total, 6 arq job entry, 7 arq result, 8 arq queue, 9 doorbell, 10 kept results, 11 their sizes
-# ARGV: 1 record body, 2 submitted ms, 3 index cutoff, 4 bound value ('' = no key), 5 retention s, 6 job id,
-#       7 queued bytes ('' = no cap), 8 cap, 9 arq entry, 10 arq entry ttl ms, 11 queue score
-# Returns -1 accepted; -2 the idempotency key no longer names this job; >= 0 the bytes the submitter
-# already has queued or kept, over the cap. Nothing is written unless -1, but the bytes of kept dry-run
-# results that expired are given back first (``JobStore.keep``).
-_ACCEPT = """
-if ARGV[4] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[4] then return -2 end
-if ARGV[7] ~= '' then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', ARGV[2], 'LIMIT', 0, 100)) do
-    local size = redis.call('HGET', KEYS[11], id)
+@dataclass
+class Accept(Call):
+    """A submission in one step: the idempotency guard (``guard``, or the record's key again; ``bound``
+    '' = no key), the submitter's queued bytes (``size`` '' = no cap), the job record and its wiki's index,
+    arq's job entry and queue entry (unless arq has the job already), the doorbell. Returns -1 accepted;
+    -2 the idempotency key no longer names this job; >= 0 the bytes the submitter already has queued or
+    kept, over the cap. Nothing is written unless -1, but the bytes of kept dry-run results that expired
+    are given back first (``JobStore.keep``)."""
+
+    record: str = key()
+    wiki_index: str = key()
+    guard: str = key()
+    queued_table: str = key()
+    queued_total: str = key()
+    arq_entry: str = key()
+    arq_result: str = key()
+    arq_queue: str = key()
+    doorbell: str = key()
+    kept: str = key()
+    kept_sizes: str = key()
+    body: str = arg()
+    submitted_ms: int = arg()
+    cutoff: int = arg()
+    bound: str = arg()
+    retention: int = arg()
+    job_id: str = arg()
+    size: int | str = arg()
+    cap: int = arg()
+    entry: bytes = arg()
+    entry_ttl_ms: int = arg()
+    score: int = arg()
+
+
+ACCEPT = Script(
+    Accept,
+    body="""
+if A.bound ~= '' and redis.call('GET', K.guard) ~= A.bound then return -2 end
+if A.size ~= '' then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.kept, '-inf', A.submitted_ms, 'LIMIT', 0, 100)) do
+    local size = redis.call('HGET', K.kept_sizes, id)
     if size then
-      redis.call('HDEL', KEYS[11], id)
-      if redis.call('DECRBY', KEYS[5], size) < 0 then redis.call('SET', KEYS[5], 0, 'KEEPTTL') end
+      redis.call('HDEL', K.kept_sizes, id)
+      if redis.call('DECRBY', K.queued_total, size) < 0 then
+        redis.call('SET', K.queued_total, 0, 'KEEPTTL')
+      end
     end
-    redis.call('ZREM', KEYS[10], id)
+    redis.call('ZREM', K.kept, id)
   end
-  local held = tonumber(redis.call('GET', KEYS[5]) or '0')
-  local size = tonumber(ARGV[7])
-  if held + size > tonumber(ARGV[8]) then return held end
-  if redis.call('HSETNX', KEYS[4], ARGV[6], ARGV[7]) == 1 then redis.call('INCRBY', KEYS[5], size) end
-  redis.call('EXPIRE', KEYS[4], ARGV[5])
-  redis.call('EXPIRE', KEYS[5], ARGV[5])
+  local held = tonumber(redis.call('GET', K.queued_total) or '0')
+  local size = tonumber(A.size)
+  if held + size > tonumber(A.cap) then return held end
+  if redis.call('HSETNX', K.queued_table, A.job_id, A.size) == 1 then
+    redis.call('INCRBY', K.queued_total, size)
+  end
+  redis.call('EXPIRE', K.queued_table, A.retention)
+  redis.call('EXPIRE', K.queued_total, A.retention)
 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
-if redis.call('EXISTS', KEYS[6], KEYS[7]) == 0 then
-  redis.call('PSETEX', KEYS[6], ARGV[10], ARGV[9])
-  redis.call('ZADD', KEYS[8], ARGV[11], ARGV[6])
+redis.call('SET', K.record, A.body, 'EX', A.retention)
+redis.call('ZADD', K.wiki_index, A.submitted_ms, A.job_id)
+redis.call('ZREMRANGEBYSCORE', K.wiki_index, '-inf', A.cutoff)
+if redis.call('EXISTS', K.arq_entry, K.arq_result) == 0 then
+  redis.call('PSETEX', K.arq_entry, A.entry_ttl_ms, A.entry)
+  redis.call('ZADD', K.arq_queue, A.score, A.job_id)
 end
-redis.call('LPUSH', KEYS[9], '1')
-redis.call('LTRIM', KEYS[9], 0, 7)
+redis.call('LPUSH', K.doorbell, '1')
+redis.call('LTRIM', K.doorbell, 0, 7)
 return -1
-"""
+""",
+)
 ACCEPTED, KEY_TAKEN = -1, -2
 
 
-@dataclass(frozen=True)
-class Script:
-    """A Lua script, run by its sha (``eval_pipelined``)."""
-
-    script: str
-    sha: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sha", hashlib.sha1(self.script.encode()).hexdigest())
-
-
-ACCEPT_SCRIPT = Script(_ACCEPT)
-
-
 async def eval_pipelined(
-    redis: ArqRedis, script: Script, keys_: list[str], args: list[Any], then: Callable[[Any], None]
+    redis: ArqRedis, script: Script[C], call: C, then: Callable[[Any], None]
 ) -> list[Any]:
-    """``script`` (by its sha) and the commands ``then(pipe)`` appends, in ONE round trip; their replies.
+    """``script`` for ``call`` (by its sha) and the commands ``then(pipe)`` appends, in ONE round trip;
+    their replies.
 
     redis-py's own pipelined scripts check ``SCRIPT EXISTS`` on every execution (a round trip more):
     here a script Redis does not know yet (``NOSCRIPT``, once per server start) is loaded and the whole
     pipeline sent again, which is safe because nothing of it ran.
     """
+    keys_, args = script.keys_and_args(call)
     for _ in range(2):
         async with redis.pipeline(transaction=False) as pipe:
             pipe.execute_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
             then(pipe)
             replies = await pipe.execute(raise_on_error=False)
         if isinstance(replies[0], NoScriptError):
-            await redis.script_load(script.script)
+            await redis.script_load(script.text)
             continue
         if isinstance(replies[0], BaseException):
             raise replies[0]
@@ -296,33 +315,33 @@ async def accept_job(
     table, total = jobs.queued_keys(record.submitter)
     entry, result, _, _ = job_keys(job_id)
     now = record.submitted_ms
-    names = [
-        jobs.key(job_id),
-        jobs.wiki_index(record.wiki),
-        guard,
-        table,
-        total,
-        entry,
-        result,
-        queue_name(partition),
-        bell_key(partition),
-        *keys.kept(record.submitter),
-    ]
-    args: list[Any] = [
-        record.model_dump_json(exclude_defaults=True),
-        now,
-        now - jobs.retention * 1000,
-        bound,
-        jobs.retention,
-        job_id,
-        record.queued_bytes if cap > 0 else "",
-        cap,
-        job_entry("apply_batch", (job_id,), now, dumps),
-        jobs.retention * 1000,
-        now,
-    ]
+    kept, kept_sizes = keys.kept(record.submitter)
+    call = Accept(
+        record=jobs.key(job_id),
+        wiki_index=jobs.wiki_index(record.wiki),
+        guard=guard,
+        queued_table=table,
+        queued_total=total,
+        arq_entry=entry,
+        arq_result=result,
+        arq_queue=queue_name(partition),
+        doorbell=bell_key(partition),
+        kept=kept,
+        kept_sizes=kept_sizes,
+        body=record.model_dump_json(exclude_defaults=True),
+        submitted_ms=now,
+        cutoff=now - jobs.retention * 1000,
+        bound=bound,
+        retention=jobs.retention,
+        job_id=job_id,
+        size=record.queued_bytes if cap > 0 else "",
+        cap=cap,
+        entry=job_entry("apply_batch", (job_id,), now, dumps),
+        entry_ttl_ms=jobs.retention * 1000,
+        score=now,
+    )
     replies = await eval_pipelined(
-        redis, ACCEPT_SCRIPT, names, args, lambda pipe: _wait_for_durability(pipe, durability, timeout_s)
+        redis, ACCEPT, call, lambda pipe: _wait_for_durability(pipe, durability, timeout_s)
     )
     outcome = int(replies[0])
     if outcome == ACCEPTED:
@@ -359,11 +378,6 @@ async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
         pipe.zrem(queue_name(partition), job_id)
         pipe.delete(job_key_prefix + job_id)
         await pipe.execute()
-
-
-async def run_script(redis: ArqRedis, script: str, names: tuple[str, ...], *args: str) -> Any:
-    """Run the Lua ``script`` on the keys ``names`` with ``args``."""
-    return await cast(Awaitable[Any], redis.eval(script, len(names), *names, *args))
 
 
 async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, delay: float) -> None:

@@ -11,12 +11,14 @@ lost its partition cannot move the head back.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from worker import keys
+from worker.jobs.scripts import Call, Script, arg, key
 
 
 class WikiEntry(BaseModel):
@@ -31,19 +33,35 @@ class WikiEntry(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
-_SET_HEAD = """
-if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return 0 end
-local value = ARGV[2]
-if ARGV[3] == '' then
-  local old = redis.call('HGET', KEYS[1], ARGV[1])
+@dataclass
+class SetHead(Call):
+    """Set ``wiki``'s head in the heads hash as ``"<commit> <published ms>"`` (the published time kept
+    when ``published_ms`` is ''), only while ``owner`` holds ``lease`` ('' = unchecked): 1 set, 0 not."""
+
+    heads: str = key()
+    lease: str = key()
+    wiki: str = arg()
+    head: str = arg()
+    published_ms: str = arg()
+    owner: str = arg()
+
+
+SET_HEAD = Script(
+    SetHead,
+    body="""
+if A.owner ~= '' and redis.call('GET', K.lease) ~= A.owner then return 0 end
+local value = A.head
+if A.published_ms == '' then
+  local old = redis.call('HGET', K.heads, A.wiki)
   local published = old and string.match(old, ' (%d+)$')
   if published then value = value .. ' ' .. published end
 else
-  value = value .. ' ' .. ARGV[3]
+  value = value .. ' ' .. A.published_ms
 end
-redis.call('HSET', KEYS[1], ARGV[1], value)
+redis.call('HSET', K.heads, A.wiki, value)
 return 1
-"""
+""",
+)
 
 
 def _head(raw: bytes | str | None) -> tuple[str | None, int | None]:
@@ -79,10 +97,10 @@ class WikiRegistry:
             pipe.hgetall(keys.WIKI_HEADS)
             found, heads = await pipe.execute()
         out: dict[str, WikiEntry] = {}
-        for key, raw in found.items():
-            wiki = key.decode() if isinstance(key, bytes) else key
+        for name, raw in found.items():
+            wiki = name.decode() if isinstance(name, bytes) else name
             entry = out[wiki] = WikiEntry.model_validate_json(raw)
-            entry.head, entry.published_ms = _head(heads.get(key))
+            entry.head, entry.published_ms = _head(heads.get(name))
         return out
 
     async def attach(self, wiki: str, entry: WikiEntry) -> bool:
@@ -105,10 +123,9 @@ class WikiRegistry:
     ) -> bool:
         """Set the head of ``wiki`` (and, after a publish, when); with ``owner``, only while ``owner`` still
         holds ``partition``'s lease. False when the lease check refused."""
-        args = [wiki, head, "" if published_ms is None else str(published_ms), owner or ""]
-        names = [keys.WIKI_HEADS, keys.lease(partition)]
-        done = await cast(Awaitable[Any], self.redis.eval(_SET_HEAD, len(names), *names, *args))
-        return bool(done)
+        published = "" if published_ms is None else str(published_ms)
+        call = SetHead(keys.WIKI_HEADS, keys.lease(partition), wiki, head, published, owner or "")
+        return bool(await SET_HEAD.run(self.redis, call))
 
     async def update(self, wiki: str, entry: WikiEntry) -> None:
         """Rewrite the entry of ``wiki`` (its attacher, once the clone is done), head included."""
