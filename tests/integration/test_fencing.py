@@ -14,9 +14,10 @@ from worker.errors import Fenced
 from worker.git import GitStore
 from worker.jobs.context import JobContext
 from worker.jobs.leases import GRANT, Grant, Lease
+from worker.jobs.lifecycle import finish
 from worker.jobs.queue import connect, queue_name
 from worker.jobs.records import BatchSummary, Finishing, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps, _finish, apply_batch
+from worker.jobs.run import Deps, apply_batch
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, JobResult
 from worker.schema.edits import Batch
@@ -83,13 +84,13 @@ async def test_a_stale_epoch_records_nothing_and_takes_nothing_off_the_queue(
     new = Lease(PARTITION, await _grant(redis, "worker-b"))
     assert new.epoch > old.epoch
 
-    done = _finish(JobResult(commit="0" * 40, applied=[]), None)(running.model_copy())
+    done = finish(JobResult(commit="0" * 40, applied=[]), None)(running.model_copy())
     assert done is not None
     item = Finishing(running, stored, done, queue_name(PARTITION), dequeue=True)
     with pytest.raises(Fenced):
         await jobs.finish_many([item], old)
     with pytest.raises(Fenced):
-        await jobs.update(record.job_id, _finish(JobResult(commit="0" * 40, applied=[]), None), old)
+        await jobs.update(record.job_id, finish(JobResult(commit="0" * 40, applied=[]), None), old)
     with pytest.raises(Fenced):
         await jobs.swap_many([(record.job_id, stored, stored.replace(b"running", b"queued"))], old, PARTITION)
     assert await redis.get(jobs.key(record.job_id)) == stored  # not a byte changed

@@ -18,10 +18,11 @@ from arq import Retry
 from worker.git import GitStore, WikiRepo
 from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
+from worker.jobs.lifecycle import start
 from worker.jobs.publish import Outcome
 from worker.jobs.queue import connect
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps, _finish_all, _start, apply_batch
+from worker.jobs.run import Deps, _finish_all, apply_batch
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, ErrorInfo
 from worker.schema.edits import Batch
@@ -126,7 +127,7 @@ async def test_an_overtaken_run_leaves_the_outcome_to_the_newer_run(
     commit on main."""
     async with _blocked_job(redis_server, data_dir, "01OVERTAKENJOB0000000000001", "overtaken") as blocked:
         jobs, ctx = blocked.jobs, blocked.ctx
-        first, first_stored = await jobs.update_stored(blocked.job_id, _start)  # run 1 starts
+        first, first_stored = await jobs.update_stored(blocked.job_id, start)  # run 1 starts
         assert first is not None and first.runs == 1
         second = asyncio.create_task(apply_batch(ctx, blocked.job_id))  # run 2, its git work held back
         try:

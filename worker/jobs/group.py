@@ -34,10 +34,11 @@ from worker.errors import BatchRejected, RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
+from worker.jobs import lifecycle
 from worker.jobs.context import Deps
 from worker.jobs.leases import Lease
 from worker.jobs.queue import queue_name
-from worker.jobs.records import JobRecord, now_ms
+from worker.jobs.records import JobRecord
 from worker.jobs.results import error_info, job_result
 from worker.jobs.storage import storage_fault
 from worker.schema.answers import ErrorInfo, JobResult
@@ -122,8 +123,7 @@ async def claim(deps: Deps, first: JobRecord, lease: Lease | None = None) -> lis
         size += record.queued_bytes
         if chosen and size > GROUP_BYTES:
             break
-        record.status, record.started_ms = "running", now_ms()
-        record.begin_run()
+        lifecycle.claim(record)
         chosen.append((record.job_id, raw, record.model_dump_json(exclude_defaults=True).encode()))
         records.append(record)
         if len(chosen) >= GROUP_MAX - 1:
@@ -143,8 +143,7 @@ async def release(deps: Deps, members: list[Member], lease: Lease | None = None)
     for member in members:
         if not member.follower or member.stored is None:
             continue
-        record = member.record.model_copy()
-        record.status, record.started_ms = "queued", None  # runs kept: its next run looks for its commit
+        record = lifecycle.give_back(member.record.model_copy())
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
     if items:
         await deps.jobs.swap_many(items, lease, members[0].record.partition)

@@ -49,6 +49,7 @@ from worker.git.remote import (
 )
 from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
+from worker.jobs import lifecycle
 from worker.jobs.context import Deps
 from worker.jobs.group import queued_behind
 from worker.jobs.leases import Lease
@@ -239,15 +240,7 @@ async def claim_followers(
             continue
         if record.status != "queued":
             break
-
-        def start(r: JobRecord) -> JobRecord | None:
-            if r.status != "queued":
-                return None
-            r.status, r.started_ms = "running", now_ms()
-            r.begin_run()
-            return r
-
-        after = await deps.jobs.update(record.job_id, start, lease)
+        after = await deps.jobs.update(record.job_id, lifecycle.claim, lease)
         if after is None or after.status != "running" or after.runs != record.runs + 1:
             break  # it changed meanwhile (started by another run, cancelled): those behind it wait too
         claimed.append(after)

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
 
 from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -35,13 +34,13 @@ from worker.errors import Fenced, RefLocked, RefMoved, WikiqError
 from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
 from worker.git.policy import policy_for
 from worker.jobs import events as telemetry
-from worker.jobs import group
+from worker.jobs import group, lifecycle
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.group import Member
 from worker.jobs.leases import Lease
 from worker.jobs.publish import Outcome, publish_group
 from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
-from worker.jobs.records import Finishing, JobRecord, JobStore, now_ms
+from worker.jobs.records import Finishing, JobRecord, JobStore
 from worker.jobs.results import error_info, job_result
 from worker.jobs.storage import storage_fault
 from worker.schema.answers import ErrorInfo, JobResult
@@ -97,33 +96,6 @@ def run_batch(
     raise WikiqError(f"main kept moving; gave up after {MAX_SWAPS} attempts", code="INTERNAL")
 
 
-def _start(record: JobRecord) -> JobRecord | None:
-    if record.status not in ("queued", "running"):
-        return None
-    record.begin_run()
-    if record.status == "queued":
-        record.status = "running"
-        record.started_ms = now_ms()
-    return record
-
-
-def _finish(result: JobResult | None, error: ErrorInfo | None, run: int | None = None) -> Any:
-    """The change that records the outcome on a running record; with ``run``, only while that run is the
-    record's latest: once a newer run of the job started (a partition whose lease moved while this run went
-    on), the outcome is that run's to record, and a stale one (a failure, say, where the newer run commits)
-    would leave a commit reported as failed."""
-
-    def change(record: JobRecord) -> JobRecord | None:
-        if record.status != "running" or (run is not None and record.runs != run):
-            return None
-        record.status = "failed" if error is not None else "succeeded"
-        record.result, record.error = result, error
-        record.finished_ms = now_ms()
-        return record
-
-    return change
-
-
 async def _again(ctx: JobContext) -> Retry:
     """Back off briefly (longer each try), then the ``Retry`` that runs this job again, first in line."""
     await asyncio.sleep(0.05 * 2 ** min(int(ctx.get("job_try", 1)), 5))  # back-off before the same job
@@ -147,7 +119,7 @@ async def _record(
     """
     delay = 0.05
     deadline = time.monotonic() + RECORD_PATIENCE
-    finish = _finish(result, error, run)
+    finish = lifecycle.finish(result, error, run)
     applied = False
 
     def change(record: JobRecord) -> JobRecord | None:
@@ -212,7 +184,7 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
 async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
     deps: Deps = ctx["deps"]
     try:
-        record, stored = await deps.jobs.update_stored(job_id, _start, _live_lease(ctx))
+        record, stored = await deps.jobs.update_stored(job_id, lifecycle.start, _live_lease(ctx))
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise await _again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
     if record is None:
@@ -314,7 +286,7 @@ async def _finish_all(ctx: JobContext, deps: Deps, outcomes: list[Outcome]) -> N
     for outcome in outcomes:
         if outcome.record is not None and outcome.stored is not None:
             # a shallow copy is enough: finishing only assigns fields of the record
-            finished = _finish(outcome.result, outcome.error)(outcome.record.model_copy())
+            finished = lifecycle.finish(outcome.result, outcome.error)(outcome.record.model_copy())
             if finished is not None:
                 queue = queue_name(outcome.record.partition)
                 item = Finishing(outcome.record, outcome.stored, finished, queue, outcome.follower)

@@ -15,9 +15,10 @@ import contextlib
 from arq.connections import ArqRedis
 
 from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
+from worker.jobs import lifecycle
 from worker.jobs.events import job_cancelled
 from worker.jobs.queue import cancel_queued, enqueue_attempt
-from worker.jobs.records import FINISHED, JobRecord, JobStore, now_ms
+from worker.jobs.records import FINISHED, JobRecord, JobStore
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Job, JobList, JobStatus
@@ -36,14 +37,6 @@ RECHECK = 5.0  # a long-poll re-reads the record this often even without a wake-
 def reveals(caller: Principal, record: JobRecord) -> bool:
     """True when ``caller`` may see the job's webhook URL whole: its submitter, or an admin of the wiki."""
     return caller.id == record.submitter or caller.may(record.wiki, "admin")
-
-
-def _cancel(record: JobRecord) -> JobRecord | None:
-    if record.status != "queued":
-        return None
-    record.status = "cancelled"
-    record.finished_ms = now_ms()
-    return record
 
 
 def _redeliver(record: JobRecord) -> JobRecord | None:
@@ -118,7 +111,7 @@ class Jobs:
         """Cancel a job that has not started (status ``cancelled``); ``NOT_CANCELLABLE`` once it has."""
         record = await self.visible(caller, job_id)
         self._owner_or_admin(caller, record, "cancel it")
-        after = await self.records.update(job_id, _cancel)
+        after = await self.records.update(job_id, lifecycle.cancel)
         if after is None:
             raise JobNotFound(f"no job {job_id!r}")
         if after.status != "cancelled":
