@@ -18,14 +18,16 @@ from redis.asyncio import Redis
 from tests.e2e.remotes import remotes_toml
 from worker.engine import NewFile, Plan, blob_id
 from worker.engine.backlinks import find_backlinks
-from worker.git import GitStore, Identity, WikiRepo, warmup
-from worker.git.linkindex import FILE_NAME, link_index
+from worker.engine.budget import Budget, OverBudget, active
+from worker.git import GitStore, Identity, WikiRepo, linkindex, warmup
+from worker.git.linkindex import FILE_NAME, READ_CHANGES, link_index
 from worker.git.remote import Remote, RemoteRegistry
 from worker.git.textindex import INDEX_FROM_BYTES
 from worker.git.warmup import warm
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.wikis import Wikis
 from worker.redis_server import RedisServer
+from worker.schema.edits import Costs
 from worker.service.links import LinkReads, decode_backlinks_cursor
 
 TESTER = Identity("t", "t@x")
@@ -212,6 +214,45 @@ def test_a_corrupt_or_missing_index_is_rebuilt(repo: WikiRepo) -> None:
         index.build(commit)
         assert index.indexed() == commit
         assert index.backlinks(repo.snapshot(commit), "hub.md") == expected
+
+
+def test_a_page_too_costly_to_index_is_parsed_when_read(repo: WikiRepo) -> None:
+    """A page over the default parse budget is indexed as costly: a read of a name it mentions parses it
+    under the read's budget (refused alike, or answered alike under a larger one), other reads skip it."""
+    lines = Costs().parse_lines + 10
+    big = b"[[hub]] and [[other]]\n" + b"line\n" * lines
+    commit = _commit(
+        repo, {"hub.md": b"# Hub\n", "zz.md": b"", "wiki/big.md": big, "wiki/p.md": b"[[hub]]\n"}
+    )
+    index = link_index(repo)
+    index.build(commit)
+    with pytest.raises(OverBudget):
+        find_backlinks(repo.snapshot(commit), "hub.md")
+    with pytest.raises(OverBudget):
+        index.backlinks(repo.snapshot(commit), "hub.md")
+    assert index.backlinks(repo.snapshot(commit), "zz.md") == find_backlinks(repo.snapshot(commit), "zz.md")
+    with active(Budget(Costs(parse_lines=2 * lines))):
+        expected = find_backlinks(repo.snapshot(commit), "hub.md")
+        assert [f.path for f in expected] == ["wiki/big.md", "wiki/p.md"]
+        assert index.backlinks(repo.snapshot(commit), "hub.md") == expected
+
+
+def test_an_index_far_behind_is_brought_forward_in_the_background(repo: WikiRepo) -> None:
+    """When more files changed since the indexed commit than a read brings forward itself, the read
+    answers from the pages and a child process brings the index to the head."""
+    first = _commit(repo, {"hub.md": b"# Hub\n"})
+    index = link_index(repo)
+    index.build(first)
+    many = {f"wiki/f{n // 100}/p{n}.md": b"[[hub]]\n" for n in range(READ_CHANGES + 1)}
+    second = _commit(repo, many)
+    assert index.backlinks(repo.snapshot(second), "hub.md") is None
+    running = linkindex._CATCHING_UP[repo.path]
+    running.join(timeout=120)
+    assert not running.is_alive()
+    assert index.indexed() == second
+    expected = find_backlinks(repo.snapshot(second), "hub.md")
+    assert len(expected) == READ_CHANGES + 1
+    assert index.backlinks(repo.snapshot(second), "hub.md") == expected
 
 
 def _big_wiki(path: Path) -> str:

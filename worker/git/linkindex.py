@@ -15,6 +15,12 @@ name is ambiguous while two files have it), so it is not stored: it is done at r
 whose key is the target's only, against the files with that key (the only ones resolution can find for
 such a link). A page added or deleted elsewhere therefore changes no link row.
 
+A page its parse would take over the default costs (``engine.budget``) is kept as *costly* instead: a
+read parses it then, under its own budget, when it mentions the target's name, as it would without the
+index. A read brings the index forward itself when at most ``READ_CHANGES`` files changed since the
+indexed commit; further behind (a large push), it answers from the pages and a child process brings the
+index forward (``catch_up``).
+
 Derived data, never trusted over git: the rows of a page carry its blob id and a read checks each against
 the snapshot (a mismatch, a row SQLite cannot read, or an indexed commit git no longer has drop the index
 file; it is rebuilt in the background, and reads answer from the pages meanwhile). Its size follows the
@@ -31,14 +37,16 @@ import contextlib
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.engine.backlinks import Found, parse_links
+from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.markdown import FileIndex, Link
 from worker.engine.markdown.links import resolve_markdown, resolve_wikilink
-from worker.engine.mentions import is_page
+from worker.engine.mentions import is_page, link_needles
 from worker.git.grep import iter_blobs
 from worker.git.snapshot import READ_MANY_FROM
 from worker.git.textindex import _changed
@@ -51,6 +59,7 @@ FILE_NAME = "wikiq-links.sqlite"
 FORMAT = "1"  # of the rows; an index of another format is rebuilt
 CHUNK = 2000  # blobs read with one git cat-file
 ANY_SIZE = 1 << 62  # every page is parsed, as the backlinks read parses it
+READ_CHANGES = 2000  # files changed since the indexed commit that a read brings forward itself
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS links (
@@ -60,12 +69,17 @@ CREATE TABLE IF NOT EXISTS links (
 CREATE INDEX IF NOT EXISTS links_key ON links (key);
 CREATE INDEX IF NOT EXISTS links_path ON links (path);
 CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, key TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS costly (path TEXT PRIMARY KEY, blob TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS files_key ON files (key);
 """
 
 
 class Untrusted(Exception):
     """The index disagrees with git, or SQLite cannot read it: it is dropped and built again."""
+
+
+class FarBehind(Exception):
+    """More changed since the indexed commit than a read brings forward itself (``READ_CHANGES``)."""
 
 
 def name_key(name: str) -> str:
@@ -154,24 +168,28 @@ class LinkIndex:
         was found untrustworthy and dropped): the caller reads the pages."""
         if snapshot.commit is None or self.repo.pending() or self.indexed() is None:
             return None
+        key = name_key(target.rsplit("/", 1)[-1])
         try:
             with contextlib.closing(self._connect()) as db:
-                self._bring_to(db, snapshot.commit)
-                key = name_key(target.rsplit("/", 1)[-1])
+                self._bring_to(db, snapshot.commit, READ_CHANGES)
                 rows = db.execute(
-                    "SELECT path, blob, wikilink, target, line, text FROM links WHERE key = ? "
-                    "ORDER BY path, ord",
-                    (key,),
+                    "SELECT path, blob, ord, wikilink, target, line, text FROM links WHERE key = ?", (key,)
                 ).fetchall()
                 named = [row[0] for row in db.execute("SELECT path FROM files WHERE key = ?", (key,))]
-            return _resolved(snapshot, target, rows, named)
+                costly = db.execute("SELECT path, blob FROM costly").fetchall()
+            rows += _costly_rows(snapshot, target, key, costly)
+            return _resolved(snapshot, target, sorted(rows), named)
+        except FarBehind:
+            catch_up(self.repo, snapshot.commit)
+            return None
         except sqlite3.OperationalError:
             return None  # busy (another process's long update) or unreadable now: read the pages
         except (sqlite3.DatabaseError, Untrusted):
             self.discard()
             return None
 
-    def _bring_to(self, db: sqlite3.Connection, commit: str) -> None:
+    def _bring_to(self, db: sqlite3.Connection, commit: str, most: int | None = None) -> None:
+        """Bring the index to ``commit``; ``FarBehind`` when more than ``most`` files changed since."""
         if _indexed(db) == commit:
             return
         db.execute("BEGIN IMMEDIATE")
@@ -184,7 +202,10 @@ class LinkIndex:
                     db.execute("DELETE FROM links")  # rows of another format
                     db.execute("DELETE FROM files")
                 old_tree = self.repo.tree_of(old) if old is not None else None
-                self._apply(db, _changed(self.repo, old_tree, self.repo.tree_of(commit)))
+                changes = list(_changed(self.repo, old_tree, self.repo.tree_of(commit)))
+                if most is not None and len(changes) > most:
+                    raise FarBehind(f"{len(changes)} files changed since {old}")
+                self._apply(db, changes)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
             db.execute("COMMIT")
@@ -192,7 +213,7 @@ class LinkIndex:
             db.execute("ROLLBACK")
             raise
 
-    def _apply(self, db: sqlite3.Connection, changes: Iterator[tuple[str, str | None]]) -> None:
+    def _apply(self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]]) -> None:
         pending: list[tuple[str, str | None]] = []
         for change in changes:
             path, oid = change
@@ -208,6 +229,7 @@ class LinkIndex:
 
     def _write(self, db: sqlite3.Connection, changes: list[tuple[str, str | None]]) -> None:
         db.executemany("DELETE FROM links WHERE path = ?", [(path,) for path, _ in changes])
+        db.executemany("DELETE FROM costly WHERE path = ?", [(path,) for path, _ in changes])
         added = [(path, oid) for path, oid in changes if oid is not None]
         rows = []
         oids = [oid for _, oid in added]
@@ -218,11 +240,13 @@ class LinkIndex:
         for (path, oid), data in zip(added, blobs, strict=True):
             if data is None or b"[" not in data:  # every link form starts with a bracket
                 continue
-            for ord_, link in enumerate(parse_links(data)):
-                key = link_key(link, path)
-                if key is not None:
-                    wikilink = link.kind == "wikilink"
-                    rows.append((path, oid, ord_, key, wikilink, link.path, link.line, link.text))
+            try:
+                with active(Budget()):  # each page within the default costs, whoever brings the index
+                    links = parse_links(data)
+            except OverBudget:  # parsed at read time instead, when it mentions the name asked for
+                db.execute("INSERT INTO costly VALUES (?, ?)", (path, oid))
+                continue
+            rows += [(path, oid, *row) for row in _link_rows(links, path)]
         db.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
@@ -231,7 +255,37 @@ def _indexed(db: sqlite3.Connection) -> str | None:
     return found.get("commit") if found.get("format") == FORMAT else None
 
 
-Row = tuple[str, str, int, str, int, str]  # path, blob, wikilink, link path, line, text
+Row = tuple[str, str, int, int, str, int, str]  # path, blob, ord, wikilink, link path, line, text
+
+
+def _link_rows(links: list[Link], page: str) -> Iterator[tuple[int, str, int, str, int, str]]:
+    """``(ord, key, wikilink, link path, line, text)`` of each of ``links`` (of ``page``) that may resolve."""
+    for ord_, link in enumerate(links):
+        key = link_key(link, page)
+        if key is not None:
+            yield ord_, key, link.kind == "wikilink", link.path, link.line, link.text
+
+
+def _costly_rows(snapshot: Snapshot, target: str, key: str, costly: list[tuple[str, str]]) -> list[Row]:
+    """The rows of key ``key`` of the pages too costly to parse when indexed, for those among them that
+    mention the target's name (``mentions.link_needles``, as ``find_backlinks`` picks its pages), parsed
+    now under the read's budget (``OverBudget`` when the read cannot afford one, as without the index)."""
+    needles = link_needles([target])
+    wanted = None if needles is None else [needle.encode() for needle in needles]
+    rows: list[Row] = []
+    for path, blob in costly:
+        version = snapshot.version(path)
+        if version != blob:
+            if version is None:
+                continue
+            raise Untrusted(f"the index holds {blob} for {path!r}, git {version}")
+        data = snapshot.read(path)
+        if wanted is not None and not any(needle in data.lower() for needle in wanted):
+            continue
+        for ord_, found, wikilink, link_path, line, text in _link_rows(parse_links(data), path):
+            if found == key:
+                rows.append((path, blob, ord_, wikilink, link_path, line, text))
+    return rows
 
 
 def _resolved(snapshot: Snapshot, target: str, rows: list[Row], named: list[str]) -> list[Found]:
@@ -242,7 +296,7 @@ def _resolved(snapshot: Snapshot, target: str, rows: list[Row], named: list[str]
     files = FileIndex(path for path in named if snapshot.version(path) is not None)
     checked: dict[str, bool] = {}
     found = []
-    for path, blob, wikilink, link_path, line, text in rows:
+    for path, blob, _, wikilink, link_path, line, text in rows:
         present = checked.get(path)
         if present is None:
             version = snapshot.version(path)
@@ -259,12 +313,38 @@ def _resolved(snapshot: Snapshot, target: str, rows: list[Row], named: list[str]
     return found
 
 
+_CATCHING_UP: dict[Path, threading.Thread] = {}
+_CATCHING_UP_LOCK = threading.Lock()
+
+
+def catch_up(repo: WikiRepo, commit: str) -> None:
+    """Bring ``repo``'s link index to ``commit`` in the background (in a child process), unless that is
+    under way already: what a read does when the index is far behind."""
+    with _CATCHING_UP_LOCK:
+        running = _CATCHING_UP.get(repo.path)
+        if running is not None and running.is_alive():
+            return
+        thread = _CATCHING_UP[repo.path] = threading.Thread(
+            target=_quietly, args=(repo.path, commit), name=f"link index {repo.path.name}", daemon=True
+        )
+    thread.start()
+
+
+def _quietly(path: Path, commit: str) -> None:
+    with contextlib.suppress(subprocess.CalledProcessError, OSError):  # a cache: reads go on without it
+        _run_child(path, commit)
+
+
 def build_in_child(repo: WikiRepo, commit: str) -> None:
     """``LinkIndex.build`` in a child process (``python -m worker.git.linkindex <repo> <commit>``): parsing
     every page of a large wiki is seconds of pure Python, which in this process would hold the GIL the
     requests need."""
+    _run_child(repo.path, commit)
+
+
+def _run_child(path: Path, commit: str) -> None:
     subprocess.run(
-        [sys.executable, "-m", "worker.git.linkindex", str(repo.path), commit],
+        [sys.executable, "-m", "worker.git.linkindex", str(path), commit],
         check=True,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
