@@ -190,23 +190,26 @@ def test_the_backlinks_read_pages_alike_with_and_without_the_index(repo: WikiRep
 
 
 def test_a_corrupt_or_missing_index_is_rebuilt(repo: WikiRepo) -> None:
-    """Garbage in the file, a row git disagrees with, or a deleted file: reads answer from the pages (the
-    same answer), and the next build makes a good index again."""
+    """Garbage in the file, a row git disagrees with, an indexed commit git does not have, or a deleted
+    file: reads answer from the pages (the same answer), and the next build makes a good index again."""
     commit = _commit(repo, {"hub.md": b"# Hub\n", "wiki/p.md": b"[[hub]]\n"})
     index = link_index(repo)
     expected = find_backlinks(repo.snapshot(commit), "hub.md")
     assert expected
     path = repo.path / FILE_NAME
-    for spoil in ("garbage", "row", "missing"):
+    for spoil in ("garbage", "row", "commit", "missing"):
         index.build(commit)
         assert index.backlinks(repo.snapshot(commit), "hub.md") == expected
         if spoil == "garbage":
             for suffix in ("-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             path.write_bytes(os.urandom(8192))
-        elif spoil == "row":
+        elif spoil in ("row", "commit"):
             with sqlite3.connect(path) as db:
-                db.execute("UPDATE links SET blob = ?", ("0" * 40,))
+                if spoil == "row":
+                    db.execute("UPDATE links SET blob = ?", ("0" * 40,))
+                else:  # a commit git does not have, at another head
+                    db.execute("UPDATE meta SET value = ? WHERE key = 'commit'", ("1" * 40,))
         else:
             path.unlink()
         assert index.backlinks(repo.snapshot(commit), "hub.md") is None  # not trusted: the caller reads

@@ -34,6 +34,7 @@ inside its write transaction. Deleting the file is safe.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 import subprocess
 import sys
@@ -189,29 +190,35 @@ class LinkIndex:
             return None
 
     def _bring_to(self, db: sqlite3.Connection, commit: str, most: int | None = None) -> None:
-        """Bring the index to ``commit``; ``FarBehind`` when more than ``most`` files changed since."""
-        if _indexed(db) == commit:
+        """Bring the index to ``commit``; ``FarBehind`` when more than ``most`` files changed since (found
+        before taking the write lock, so a read never waits for a long update under way)."""
+        old = _indexed(db)
+        if old == commit:
             return
+        if most is not None and len(self._changes(old, commit, most + 1)) > most:
+            raise FarBehind(f"over {most} files changed since {old}")
         db.execute("BEGIN IMMEDIATE")
         try:
             old = _indexed(db)
             if old != commit:
-                if old is not None and not self.repo.has_object(old):
-                    raise Untrusted(f"the indexed commit {old} is not in the repository")
                 if old is None:
                     db.execute("DELETE FROM links")  # rows of another format
                     db.execute("DELETE FROM files")
-                old_tree = self.repo.tree_of(old) if old is not None else None
-                changes = list(_changed(self.repo, old_tree, self.repo.tree_of(commit)))
-                if most is not None and len(changes) > most:
-                    raise FarBehind(f"{len(changes)} files changed since {old}")
-                self._apply(db, changes)
+                    db.execute("DELETE FROM costly")
+                self._apply(db, self._changes(old, commit))
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def _changes(self, old: str | None, commit: str, most: int | None = None) -> list[tuple[str, str | None]]:
+        """The files changed from ``old`` (None: nothing) to ``commit``, the first ``most`` of them."""
+        if old is not None and not self.repo.has_object(old):
+            raise Untrusted(f"the indexed commit {old} is not in the repository")
+        old_tree = self.repo.tree_of(old) if old is not None else None
+        return list(itertools.islice(_changed(self.repo, old_tree, self.repo.tree_of(commit)), most))
 
     def _apply(self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]]) -> None:
         pending: list[tuple[str, str | None]] = []
