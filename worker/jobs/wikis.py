@@ -173,7 +173,6 @@ class Wikis:
             warm(repo, head)  # first opened: its indexes are built in the background (once per repo)
             return Head(repo, head, None)
         repo = await self.cache(wiki, entry)
-        warm(repo, entry.head)
         if entry.head is not None and not repo.has_object(entry.head):
             lock = self._fetching.setdefault(wiki, asyncio.Lock())
             async with lock:
@@ -185,6 +184,7 @@ class Wikis:
                     f"remote {entry.remote!r} no longer has the head {entry.head[:12]}; try again shortly",
                     kind="not_found",
                 )
+        warm(repo, entry.head)  # once the cache holds the head
         return Head(repo, entry.head, entry)
 
     async def note_head(
