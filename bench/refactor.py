@@ -7,23 +7,31 @@ renames the hub (to ``core.md`` and back, so every link must be rewritten) with 
 the worker runs it: a fresh head snapshot, ``preflight``, ``commit_plan``. Targets: ≤ 250 ms a batch, and
 ≤ 50 ms for the backlinks of a page.
 
-Backlinks are read through the service's ``LinkReads`` (git grep for the name, then the pages that mention
-it), for the hub and for an ordinary page (two links): cold (fresh caches: the tree's file index built and
-every candidate page parsed), parsed (the candidates' links cached by blob id, as after a commit that did
-not touch them) and repeated (the same head again, the answer cached).
+Backlinks are read through the service's ``LinkReads``, for the hub and for an ordinary page (two links):
+cold (a new process, the link index on disk at the head: ``worker.git.linkindex``), unindexed (no link
+index: git grep for the name, then every page that mentions it parsed, with fresh caches), parsed (no
+index, the candidates' links cached by blob id, as after a commit that did not touch them) and repeated
+(the same head again, the answer cached). The link index's own costs: its first build, and bringing it to
+a new head after a rename batch (500 pages rewritten) and after a one-page edit, which is what it adds to
+each commit (paid by the first read after it).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare, initial_files
-from worker.engine import preflight
+from worker.engine import NewFile, Plan, blob_id, preflight
 from worker.git import GitStore, Identity, WikiRepo
+from worker.git.linkindex import FILE_NAME, link_index
 from worker.git.snapshot import FILE_INDEXES
 from worker.schema.edits import Rename
 from worker.service.links import LinkReads
@@ -60,20 +68,67 @@ def rename_batch(repo: WikiRepo, source: str, target: str) -> tuple[float, int]:
 
 
 def time_backlinks(repo: WikiRepo, path: str, rounds: int) -> tuple[float, float, float, int]:
-    """Backlinks of ``path``, median ms of ``rounds``: cold (fresh caches), parsed (the pages' links
-    cached, as after a commit that did not change them), repeated (the same head again); links found."""
-    cold, parsed, repeated = [], [], []
+    """Backlinks of ``path`` without the link index, median ms of ``rounds``: unindexed (fresh caches),
+    parsed (the pages' links cached, as after a commit that did not change them), repeated (the same head
+    again); links found."""
+    index = repo.path / FILE_NAME
+    aside = index.with_suffix(".aside")
+    os.rename(index, aside)
+    unindexed: list[float] = []
+    parsed: list[float] = []
+    repeated: list[float] = []
     found = 0
+    try:
+        for _ in range(rounds):
+            reads = LinkReads(None)  # type: ignore[arg-type]  # collect() needs no Reads
+            FILE_INDEXES.indexes.clear()
+            for times in (unindexed, parsed, repeated):
+                if times is parsed:
+                    reads.answers.items.clear()
+                start = time.perf_counter()
+                found = len(reads.collect(repo.snapshot(), path, 10_000).backlinks)
+                times.append(time.perf_counter() - start)
+    finally:
+        os.rename(aside, index)
+    return (*(statistics.median(t) * 1000 for t in (unindexed, parsed, repeated)), found)  # type: ignore[return-value]
+
+
+def cold_backlinks(data: Path, path: str, rounds: int) -> tuple[float, int]:
+    """Backlinks of ``path`` in a new process each time (nothing in memory; the link index on disk),
+    median ms of ``rounds``; links found."""
+    times, found = [], 0
     for _ in range(rounds):
-        reads = LinkReads(None)  # type: ignore[arg-type]  # collect() needs no Reads
-        FILE_INDEXES.indexes.clear()
-        for times in (cold, parsed, repeated):
-            if times is parsed:
-                reads.answers.items.clear()
-            start = time.perf_counter()
-            found = len(reads.collect(repo.snapshot(), path, 10_000).backlinks)
-            times.append(time.perf_counter() - start)
-    return (*(statistics.median(t) * 1000 for t in (cold, parsed, repeated)), found)  # type: ignore[return-value]
+        code = f"from bench.refactor import _cold; _cold({str(data)!r}, {path!r})"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
+        ms, found = json.loads(out.stdout)
+        times.append(ms)
+    return statistics.median(times), found
+
+
+def _cold(data: str, path: str) -> None:
+    """In a new process: time one backlinks read from opening the store on, print ``[ms, links]``."""
+    start = time.perf_counter()
+    store = GitStore(Path(data))
+    repo = store.open("refactor")
+    found = len(LinkReads(None).collect(repo.snapshot(), path, 10_000).backlinks)  # type: ignore[arg-type]
+    elapsed = (time.perf_counter() - start) * 1000
+    store.close()
+    print(json.dumps([elapsed, found]))
+
+
+def time_index_update(repo: WikiRepo) -> float:
+    """Ms to bring the link index to the head (after a commit), the way the first read after it does."""
+    start = time.perf_counter()
+    link_index(repo).build(repo.head() or "")
+    return (time.perf_counter() - start) * 1000
+
+
+def edit_batch(repo: WikiRepo, path: str, number: int) -> None:
+    """Commit a one-page edit of ``path`` (a new line with ``number`` and a link)."""
+    snapshot = repo.snapshot()
+    data = snapshot.read(path) + f"edit {number}: see [[hub]]\n".encode()
+    plan = Plan(changes={path: NewFile(blob_id(data), data)})
+    repo.commit_plan(plan, snapshot.commit, f"Edit {path}", AUTHOR)
 
 
 def _verdict(ms: float, target: float) -> str:
@@ -89,13 +144,21 @@ def section(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     try:
         repo = store.open("refactor")
+        started = time.perf_counter()
+        link_index(repo).build(repo.head() or "")
+        build_s = time.perf_counter() - started
         batches = 4 if ctx.quick else 12
-        times, rewritten = [], 0
+        times, updates, rewritten = [], [], 0
         names = [HUB, "wiki/t0050/core.md"]
         for number in range(batches + 1):
             elapsed, rewritten = rename_batch(repo, names[number % 2], names[(number + 1) % 2])
+            updates.append(time_index_update(repo))
             if number:  # the first one warms the tree cache
                 times.append(elapsed)
+        edits = []
+        for number in range(batches):
+            edit_batch(repo, layout.path(7 * number % layout.pages), number)
+            edits.append(time_index_update(repo))
         median = statistics.median(times) * 1000
         key = f"refactor.{layout.pages}"
         rows.append(
@@ -108,16 +171,37 @@ def section(ctx: Context) -> list[Row]:
             )
         )
         rows.append(Row(f"{key}.rename_rewrite_max_ms", max(times) * 1000, "ms", "slowest batch"))
+        rows.append(Row(f"{key}.link_index_build_s", build_s, "s", "building the link index the first time"))
+        rows.append(
+            Row(
+                f"{key}.link_index_rename_ms",
+                statistics.median(updates),
+                "ms",
+                f"bringing the link index to the head after a rename batch ({rewritten} pages changed)",
+            )
+        )
+        rows.append(
+            Row(
+                f"{key}.link_index_edit_ms",
+                statistics.median(edits),
+                "ms",
+                f"bringing the link index to the head after a one-page edit, median of {batches}",
+            )
+        )
         hub = names[(batches + 1) % 2]
         rounds = 3 if ctx.quick else 7
         for label, path in (("hub", hub), ("page", layout.path(5000 % layout.pages))):
-            cold, parsed, repeated, found = time_backlinks(repo, path, rounds)
+            cold, links = cold_backlinks(data, path, rounds)
+            unindexed, parsed, repeated, found = time_backlinks(repo, path, rounds)
+            assert links == found, (links, found)
             notes = {
-                "cold": f"{found} links, fresh caches (file index, parsed links), median of {rounds}",
-                "parsed": "links of unchanged pages cached (by blob id): a new head",
+                "cold": f"{found} links, a new process, the link index on disk, median of {rounds}",
+                "unindexed": "no link index: the pages that mention the name parsed, fresh caches",
+                "parsed": "no link index, links of unchanged pages cached (by blob id): a new head",
                 "repeated": "the same head again: the answer is cached",
             }
-            for kind, ms in (("cold", cold), ("parsed", parsed), ("repeated", repeated)):
+            figures = (("cold", cold), ("unindexed", unindexed), ("parsed", parsed), ("repeated", repeated))
+            for kind, ms in figures:
                 rows.append(
                     Row(
                         f"{key}.backlinks_{label}_{kind}_ms",

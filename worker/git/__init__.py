@@ -11,6 +11,8 @@ repo         one repository: reads, commits
 grep         git grep and git cat-file --batch over one tree: which files mention a text, many blobs at once
 search       searching a commit's pages: literal text, RE2 patterns
 textindex    a repository's SQLite FTS5 trigram index: literal search reads only the pages that may match
+linkindex    a repository's SQLite index of page links: backlinks resolve only the links that may match
+warmup       building both indexes in the background when a wiki is attached or first opened
 maintenance  background git repacks and prunes, one at a time per process
 store        every wiki under <data>/wikis
 policy       a wiki's zone policy override file

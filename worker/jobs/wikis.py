@@ -42,6 +42,7 @@ from worker.git.remote import (
     push_cas,
 )
 from worker.git.remote.errors import RemoteNotFound
+from worker.git.warmup import warm
 from worker.jobs.records import now_ms
 from worker.jobs.registry import WikiEntry, WikiRegistry
 
@@ -168,7 +169,9 @@ class Wikis:
             repo = self.store.opened(wiki)
             if repo is None:
                 repo = await anyio.to_thread.run_sync(lambda: self.store.open(wiki))
-            return Head(repo, repo.head(), None)
+            head = repo.head()
+            warm(repo, head)  # first opened: its indexes are built in the background (once per repo)
+            return Head(repo, head, None)
         repo = await self.cache(wiki, entry)
         if entry.head is not None and not repo.has_object(entry.head):
             lock = self._fetching.setdefault(wiki, asyncio.Lock())
@@ -181,6 +184,7 @@ class Wikis:
                     f"remote {entry.remote!r} no longer has the head {entry.head[:12]}; try again shortly",
                     kind="not_found",
                 )
+        warm(repo, entry.head)  # once the cache holds the head
         return Head(repo, entry.head, entry)
 
     async def note_head(
@@ -235,6 +239,8 @@ class Wikis:
             await self.registry.forget(wiki)
             raise
         await self.registry.update(wiki, entry)
+        repo = await anyio.to_thread.run_sync(lambda: self.store.open(wiki))
+        warm(repo, entry.head)  # the indexes are built now, in the background, not by the first read
         return entry
 
     def _clone(self, wiki: str, remote: Remote, claim: WikiEntry) -> WikiEntry:

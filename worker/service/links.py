@@ -1,5 +1,8 @@
 """Backlinks of a page: every link to it in the wiki at the head (``engine.backlinks``), cached by content.
 
+From the repository's link index when it holds one (``worker.git.linkindex``: on disk, kept at the head,
+so a new process answers without parsing the linking pages); otherwise as follows.
+
 Caches per process, all keyed by git ids, so they never go stale: the file index of a tree (by tree id,
 ``Snapshot.file_index``), the parsed links of a page (by blob id, shared by every commit that holds the
 same bytes; bounded by the number of links kept), and whole answers (by commit and path). The pages to
@@ -19,6 +22,7 @@ from worker.engine.backlinks import find_backlinks
 from worker.engine.markdown import Link
 from worker.engine.paths import path_problem
 from worker.errors import BatchRejected
+from worker.git.linkindex import link_index
 from worker.git.snapshot import Snapshot
 from worker.schema.answers import Backlink, BacklinkList
 from worker.service.caller import Principal
@@ -90,10 +94,10 @@ class LinkReads:
         known = self.answers.get(key)
         if isinstance(known, BacklinkList):
             return known
-        found = [
-            Backlink(path=f.path, line=f.line, text=f.text, version=f.version)
-            for f in find_backlinks(snapshot, path, self)
-        ]
+        links = link_index(snapshot.repo).backlinks(snapshot, path)
+        if links is None:  # no link index yet: parse the pages that mention the name
+            links = find_backlinks(snapshot, path, self)
+        found = [Backlink(path=f.path, line=f.line, text=f.text, version=f.version) for f in links]
         rest = _resumed(found, after)
         page = rest[:limit]
         answer = BacklinkList(
