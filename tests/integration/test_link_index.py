@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from tests.e2e.remotes import remotes_toml
+from worker import keys
 from worker.engine import NewFile, Plan, blob_id
 from worker.engine.backlinks import find_backlinks
 from worker.engine.budget import Budget, OverBudget, active
@@ -290,9 +291,11 @@ def _built(repo: WikiRepo, head: str) -> None:
 
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    """The test Redis, without the registry entries these tests attach (the session's Redis is shared)."""
     client = Redis.from_url(redis_server.url)
-    await client.flushall()
     yield client
+    await client.hdel(keys.WIKIS, "big-attached")
+    await client.hdel(keys.WIKI_HEADS, "big-attached")
     await client.aclose()
 
 
@@ -313,9 +316,9 @@ async def test_attaching_a_big_remote_builds_its_indexes(tmp_path: Path, redis: 
     remotes = tmp_path / "remotes.toml"
     remotes.write_text(remotes_toml(Remote(name="docs", url=f"file://{tmp_path / 'served' / 'docs.git'}")))
     store = GitStore(tmp_path / "data")
-    entry = await Wikis(store, WikiRegistry(redis), RemoteRegistry(remotes)).attach("big", "docs")
+    entry = await Wikis(store, WikiRegistry(redis), RemoteRegistry(remotes)).attach("big-attached", "docs")
     assert entry.head == head
-    repo = store.opened("big")
+    repo = store.opened("big-attached")
     assert repo is not None
     _built(repo, head)
     store.close()

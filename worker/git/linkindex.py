@@ -49,11 +49,11 @@ from worker.engine.markdown import FileIndex, Link
 from worker.engine.markdown.links import resolve_markdown, resolve_wikilink
 from worker.engine.mentions import is_page, link_needles
 from worker.git.grep import iter_blobs
+from worker.git.reader import ObjectReader
 from worker.git.snapshot import READ_MANY_FROM
 from worker.git.textindex import _changed
 
 if TYPE_CHECKING:
-    from worker.git.repo import WikiRepo
     from worker.git.snapshot import Snapshot
 
 FILE_NAME = "wikiq-links.sqlite"
@@ -113,7 +113,7 @@ def link_key(link: Link, page: str) -> str | None:
     return name_key(segments[-1] if segments else "")
 
 
-def link_index(repo: WikiRepo) -> LinkIndex:
+def link_index(repo: ObjectReader) -> LinkIndex:
     """The link index of ``repo`` (it holds nothing in memory: one is as good as another)."""
     return LinkIndex(repo)
 
@@ -121,7 +121,7 @@ def link_index(repo: WikiRepo) -> LinkIndex:
 class LinkIndex:
     """The link index of one repository (see the module); thread-safe (a connection per call)."""
 
-    def __init__(self, repo: WikiRepo) -> None:
+    def __init__(self, repo: ObjectReader) -> None:
         self.repo = repo
         self.path = Path(repo.path) / FILE_NAME
 
@@ -324,7 +324,7 @@ _CATCHING_UP: dict[Path, threading.Thread] = {}
 _CATCHING_UP_LOCK = threading.Lock()
 
 
-def catch_up(repo: WikiRepo, commit: str) -> None:
+def catch_up(repo: ObjectReader, commit: str) -> None:
     """Bring ``repo``'s link index to ``commit`` in the background (in a child process), unless that is
     under way already: what a read does when the index is far behind."""
     with _CATCHING_UP_LOCK:
@@ -342,7 +342,7 @@ def _quietly(path: Path, commit: str) -> None:
         _run_child(path, commit)
 
 
-def build_in_child(repo: WikiRepo, commit: str) -> None:
+def build_in_child(repo: ObjectReader, commit: str) -> None:
     """``LinkIndex.build`` in a child process (``python -m worker.git.linkindex <repo> <commit>``): parsing
     every page of a large wiki is seconds of pure Python, which in this process would hold the GIL the
     requests need."""

@@ -38,6 +38,10 @@ class ObjectReader(Protocol):
         """The bytes of blob ``oid``."""
         ...
 
+    def has_object(self, oid: str) -> bool:
+        """True when object ``oid`` is in the repository."""
+        ...
+
     def pending(self, oid: str | None = None) -> bool:
         """True while objects are held in memory only (``oid``: that object is one of them)."""
         ...
