@@ -478,8 +478,8 @@ Links (what rewrite_links, find_backlinks and LINK_BROKEN follow; never inside c
 [t](../b/c.md) is relative to the linking page's folder (/x.md from the wiki root), .md added when the path \
 without it is no file. A wikilink [[T]] (also [[T#heading|label]], ![[T]]) tries T.md, then T: [[/T]] is \
 exactly that path from the root; [[dir/name]] is that path from the root, else under wiki/, else any file \
-whose path ends with /dir/name; a bare [[name]] is any file named name.md in any folder. Two matches make \
-the link ambiguous (broken); letter case is ignored only when the exact case finds nothing. With \
+whose path ends with /dir/name; a bare [[name]] is any file named name.md in any folder. Two matches: \
+ambiguous (broken); case is ignored only when the exact case finds nothing. With \
 wiki/a/redis.md and wiki/b/redis.md: {examples}."""
 
 
@@ -488,47 +488,51 @@ WRITE_BATCH = (
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
 Call it only after the user agreed to the plan. For a refactor (moves, sections, links, several pages) run \
-check_batch with the same edits first and show the user its diff and warnings. Limits: {max_edits} edits, \
+check_batch with the same edits first; show the user its diff and warnings. Limits: {max_edits} edits, \
 {max_content} of content, {max_file} a file, {max_output} written in all: split bigger work up front, index \
 and log in the last batch.
 
-Each edit is one {{op, ...}}, applied in order to what the edits before it left:
-- create {{path, content, encoding?}}: a new file (PATH_EXISTS if it exists); encoding "base64" for bytes.
+Each edit is one {{op, ...}}, applied in order on what the edits before it left:
+- create {{path, content, encoding?}}: a new file (PATH_EXISTS if there); encoding "base64" for bytes.
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
-- replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte \
-(copy it from read_page's text); it must occur once unless replace_all.
-- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=another page repoints every \
-link to the deleted file there.
+- replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte; \
+it must occur once unless replace_all.
+- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page repoints its links \
+there.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) with all \
-under it; rewrite_links=true repoints every link to what moved.
-- append {{path, content, expected_version?}}: text at the end (after a line break if the file lacks one).
-- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; the rest \
-stays byte for byte.
+under it; rewrite_links=true repoints links to what moved.
+- append {{path, content, expected_version?}}: text at the end (a line break first if the file lacks one).
+- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter, the rest \
+kept byte for byte.
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename}}: \
 heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
-Guard with expected_version or with page_outline's expected_section_version (that section only).
+Guard with expected_version or page_outline's expected_section_version (that section only).
+- extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
+new_path (# title); links follow; leave_link=true leaves [[new_path]].
+- retarget_links {{from, to}}: links to from (a page, or page#heading: [[p#H]], [x](p.md#h-slug)) \
+point to to (same forms).
 - replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
-('' for all; never raw/ or non-text files). old is exact and case-sensitive (outside_code=true: only in \
-prose, never in code blocks, inline code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
-for ^ and $ at line ends), new may use \\1. check_batch's applied counts per page give expected_count.
+('' for all; never raw/ or non-text files). old is exact, case-sensitive (outside_code=true: prose \
+only, never code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
+for ^ and $ at line ends), new may use \\1. check_batch's applied counts give expected_count.
 
 expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages), the \
 applied[].version an earlier edit gave the path, or "batch" (as earlier edits left it). Required to \
 change a file that exists when the batch starts; optional on append and frontmatter; ignored for a path \
 created in the batch.
 
-Paths are relative POSIX, e.g. wiki/db/redis.md; the server checks them (INVALID_PATH says why). Zones: \
+Paths are relative POSIX, e.g. wiki/db/redis.md (INVALID_PATH says why). Zones: \
 wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.
 
 """
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
-Returns {{job_id, status, commit, applied}}: applied has one entry per edit, one per moved file and one per \
-page rewritten (with count), over 20 of one edit summed {{index, op, files, count}}. status queued or \
-running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, retry with \
-the same idempotency_key.
+Returns {{job_id, status, commit, applied}}: applied has an entry per edit (extract_section: two), moved \
+file and rewritten page (with count), over 20 of one edit summed {{index, op, files, count}}. status \
+queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, \
+retry with the same idempotency_key.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -550,8 +554,8 @@ summed {{index, op, files, count}}. diff: {{path, old_path?, diff, truncated?}} 
 the job_id gives every entry and diff). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
-no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
-earlier edit changed, e.g. by rewrite_links: that change is lost unless the content has it); [] means \
+no op changes), OVERWRITES_BATCH_EDIT (an overwrite based on the head's version of a page an earlier \
+edit changed: that change is lost unless the content has it); [] means \
 clean. status queued or running (a busy queue): call get_job with the job_id and wait_seconds=60 until it \
 finishes. Errors are write_batch's; nothing is written either way."""
 

@@ -42,6 +42,7 @@ ZONE_OPS: dict[str, OpName] = {
     "insert_section_after": "replace",
     "remove_section": "replace",
     "rename_section": "replace",
+    "extract_section": "replace",
     "replace_across": "replace",
     "rewrite_links": "replace",
 }
