@@ -7,7 +7,8 @@ broken rule (contract sections 3.1 and 7); on refusal nothing has been written a
 here writes.
 
 Each op lives in its module: ``fileops`` (create, overwrite, replace, delete), ``moves`` (rename of a
-file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``across``
+file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``extract``
+(extract_section), ``relink`` (retarget_links, and the link walk of every link-aware op), ``across``
 (replace_across); the rules they share (versions, zones, output limits, conflicts) in ``state``; what
 preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 ``check_static`` runs every check that needs no repository, at submission and again here.
@@ -164,6 +165,7 @@ def _check_retarget(edit: RetargetLinks, index: int) -> None:
     No zone rule: the pages it changes are checked one by one (a raw/ page may be linked to)."""
     anchors = []
     for name, value in (("from", edit.source), ("to", edit.to)):
+        utf8(value, index, name)
         page, heading = split_anchor(value)
         check_path(page, index)
         if heading is not None and not heading.strip():

@@ -1,4 +1,5 @@
-"""Rewriting a page's links after files moved (a rename, a folder rename: many moves at once).
+"""Rewriting a page's links: after files moved (a rename, a folder rename: many moves at once), or to
+point elsewhere (a page or a heading: ``repoint_links``, the walk every refactor op goes through).
 
 ``rewrite_links(path, text, moves, files_before, files_after)`` looks at every link of ``text``, the page
 that was at ``path`` before the moves and is at ``moves.get(path, path)`` after them. A link that
@@ -26,6 +27,13 @@ So relative markdown links inside a page that itself moved are fixed even when t
 move, and links that became ambiguous because another file moved next to their target are made
 unambiguous. Links that were broken before are left alone. Nothing outside the rewritten targets
 changes.
+
+``repoint_links(path, text, aim, before, after)`` is the general walk ``rewrite_links`` is one use of:
+``aim`` says, for each link and the file it resolved to, where it must point (an ``Aim``: a page, and
+the fragment kept or set to name a heading by ``anchors``' rule, or removed). Same-page links
+(``[[#X]]``, ``[x](#x)``) resolve to their own page there, so they can be sent to another page (their
+target is then written as above: a wikilink gets the shortest name, a markdown link the relative path
+with ``.md``). A link whose fragment is removed keeps everything else; a same-page one gets a target.
 """
 
 from __future__ import annotations
