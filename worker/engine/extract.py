@@ -30,7 +30,6 @@ from worker.engine.markdown import Link, outline
 from worker.engine.markdown.anchors import named_section
 from worker.engine.markdown.rewrite import Aim, repoint_links, shortest_wikilink
 from worker.engine.markdown.sections import extract
-from worker.engine.plan import Applied
 from worker.engine.relink import rewrite_everywhere
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
@@ -88,8 +87,7 @@ def extract_section(work: BatchState, index: int, edit: ExtractSection) -> None:
         max_size=limit,
     )
     page, _ = repoint_links(source, cut.page, aim, before, after, page_after=new_path, max_size=limit)
-    work.write(index, "extract_section", source, rest.encode("utf-8"))
-    work.applied[-1] = Applied(index, "extract_section", source, work.applied[-1].version, new_path=new_path)
+    work.write(index, "extract_section", source, rest.encode("utf-8"), new_path=new_path)
     work.write(index, "create", new_path, page.encode("utf-8"))
     work.created.add(new_path)
     work.made.append(new_path)

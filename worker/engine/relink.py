@@ -10,14 +10,15 @@ instead. ``applied`` gets one ``{"op": "rewrite_links", "path", "version", "coun
 page, in path order. rename's ``rewrite_links``, delete's ``redirect_links_to``, ``retarget_links`` and
 ``extract_section`` all walk the wiki through it.
 
-``retarget_links {from, to}``: every link that points to ``from`` (a page, or ``page#heading``: a link to
-that page whose fragment names that heading by ``markdown.anchors``' rule; a same-page link in that page
-too) is repointed to ``to``: its target respelled in its own form where it no longer resolves there, its
-fragment replaced by ``to``'s heading, removed when ``to`` names none but ``from`` did, kept when neither
-names a heading. Both pages must exist at that point of the batch (``NOT_FOUND``), and a named heading
-must be a section of its page (``SECTION_NOT_FOUND`` / ``SECTION_AMBIGUOUS``); ``to``'s heading must be
-the first of its page with its text, since a link names the first (``SECTION_AMBIGUOUS`` otherwise). No
-link to ``from`` at all is no error: the edit then changes nothing and adds no ``applied`` entry.
+``retarget_links {from, to}``: every link that points to ``from`` is repointed to ``to``. ``from`` is a
+page (every link to it, not the same-page links inside it) or ``page#heading`` (a link to that page whose
+fragment names that heading by ``markdown.anchors``' rule, same-page links in that page included). Each
+link's target is respelled in its own form where it no longer resolves there; its fragment is replaced by
+``to``'s heading, removed when ``to`` names none but ``from`` did, kept when neither names a heading.
+Both pages must exist at that point of the batch (``NOT_FOUND``), and a named heading must be a section
+of its page (``SECTION_NOT_FOUND`` / ``SECTION_AMBIGUOUS``); ``to``'s heading must be the first of its
+page with its text, since a link names the first (``SECTION_AMBIGUOUS`` otherwise). No link to ``from``
+at all is no error: the edit then changes nothing and adds no ``applied`` entry.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def retarget_links(work: BatchState, index: int, edit: RetargetLinks) -> None:
     def aim(link: Link, old: str) -> Aim | None:
         if old != source:
             return None
-        if moved is not None and named_section(link, sections) != moved:
-            return None
-        return wanted
+        if moved is None:  # the page: its own same-page links stay where they are
+            return wanted if link.target else None
+        return wanted if named_section(link, sections) == moved else None
 
     def rewrite(page: str, text: str) -> tuple[str, int]:
         return repoint_links(page, text, aim, files, files, max_size=work.limits.max_file_bytes)

@@ -170,3 +170,13 @@ def test_schema_names_from_and_to_and_rights_see_anywhere() -> None:
     raw: dict[str, Any] = {"op": "retarget_links", "from": "wiki/a.md", "to": "wiki/b.md", "path": "x"}
     with pytest.raises(ValidationError):
         EDIT.validate_python(raw)
+
+
+def test_same_page_links_follow_a_heading_not_a_page() -> None:
+    """A same-page link in from's page moves with from's heading, but not when from is the page itself
+    (its anchors stay inside it)."""
+    head = wiki(**{"wiki/runbook.md": RUNBOOK + "\nsee [[#Other]]\n"})
+    plan = run(head, retarget("wiki/runbook.md", "wiki/redis.md"))
+    assert "wiki/runbook.md" not in plan.changes
+    plan = run(head, retarget("wiki/runbook.md#Other", "wiki/redis.md#Setup"))
+    assert text(plan, head, "wiki/runbook.md").endswith("see [[redis#Setup]]\n")
