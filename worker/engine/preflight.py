@@ -166,10 +166,14 @@ def _check_retarget(edit: RetargetLinks, index: int) -> None:
     anchors = []
     for name, value in (("from", edit.source), ("to", edit.to)):
         utf8(value, index, name)
+        if len(value) > 4096:
+            raise BatchRejected("INVALID_BATCH", f"{name} is over 4096 characters", index)
         page, heading = split_anchor(value)
         check_path(page, index)
-        if heading is not None and not heading.strip():
-            raise BatchRejected("INVALID_BATCH", f"{name}: the heading after '#' is empty", index)
+        if heading is not None and (not heading.strip() or any(c in heading for c in "\r\n")):
+            raise BatchRejected(
+                "INVALID_BATCH", f"{name}: the heading after '#' must be one line of text", index
+            )
         anchors.append((page, None if heading is None else " ".join(heading.split())))
     if anchors[0] == anchors[1]:
         raise BatchRejected("INVALID_BATCH", "retarget_links needs 'to' to differ from 'from'", index)

@@ -143,6 +143,8 @@ def test_refusals_in_the_worker(source: str, to: str, code: str) -> None:
         ("wiki/a.md", "wiki/a.md", "INVALID_BATCH"),
         ("wiki/a.md#X", "wiki/a.md# X ", "INVALID_BATCH"),
         ("wiki/a.md#  ", "wiki/b.md", "INVALID_BATCH"),
+        ("wiki/a.md#x\ny", "wiki/b.md", "INVALID_BATCH"),
+        ("wiki/a.md#" + "x" * 4096, "wiki/b.md", "INVALID_BATCH"),
         ("wiki/../a.md", "wiki/b.md", "INVALID_PATH"),
         ("wiki/a.md", "/wiki/b.md#X", "INVALID_PATH"),
     ],
