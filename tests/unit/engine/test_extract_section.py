@@ -208,3 +208,26 @@ def test_rights_see_both_pages_and_anywhere() -> None:
         {"op": "extract_section", "path": "wiki/a.md", "heading": "H", "new_path": "wiki/b.md"}
     )
     assert written_paths(edit) == ["wiki/a.md", "wiki/b.md", ""]
+
+
+def test_batch_version_after_a_checked_edit_only() -> None:
+    """expected_version "batch" works as for remove_section: after an earlier edit that checked a version
+    id, not after one that checked none (the section's text leaves the page)."""
+    head = {"wiki/p.md": b"# P\n\n## S\n\ns\n"}
+    checked = {
+        "op": "append",
+        "path": "wiki/p.md",
+        "content": "x\n",
+        "expected_version": blob_id(head["wiki/p.md"]),
+    }
+    cut = {"op": "extract_section", "path": "wiki/p.md", "heading": "S", "new_path": "wiki/s.md"}
+    plan = preflight(
+        DictHead(head), [EDIT.validate_python(checked), extract(head, **cut, expected_version="batch")]
+    )
+    assert text(plan, head, "wiki/s.md") == "# S\n\ns\nx\n"
+    unchecked = {**checked, "expected_version": None}
+    with pytest.raises(BatchRejected) as info:
+        preflight(
+            DictHead(head), [EDIT.validate_python(unchecked), extract(head, **cut, expected_version="batch")]
+        )
+    assert (info.value.code, info.value.index) == ("VERSION_REQUIRED", 1)
