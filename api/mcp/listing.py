@@ -90,6 +90,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
                     "insert_section_after",
                     "remove_section",
                     "rename_section",
+                    "extract_section",
                 ],
             },
             "path": _s("string", "The page."),
@@ -99,8 +100,16 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "level": _s("integer", "insert_section_after: 1-6.", minimum=1, maximum=6),
             "expected_version": _VERSION,
             "expected_section_version": _s("string", "Section version, from page_outline."),
+            "new_path": _TEXT,
+            "title": _TEXT,
+            "leave_link": {"type": "boolean", "default": False},
         },
         "required": ["op", "path", "heading"],
+    },
+    {
+        "type": "object",
+        "properties": {"op": {"type": "string", "enum": ["retarget_links"]}, "from": _TEXT, "to": _TEXT},
+        "required": ["op", "from", "to"],
     },
 ]
 

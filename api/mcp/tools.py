@@ -474,12 +474,12 @@ IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED: wait, retr
 once, then tell the user."""
 
 LINK_RULE = """\
-Links (what rewrite_links, find_backlinks and LINK_BROKEN follow; never inside code): a markdown link \
-[t](../b/c.md) is relative to the linking page's folder (/x.md from the wiki root), .md added when the path \
-without it is no file. A wikilink [[T]] (also [[T#heading|label]], ![[T]]) tries T.md, then T: [[/T]] is \
+Links (as rewrite_links, find_backlinks, LINK_BROKEN read them; never in code): a markdown link \
+[t](../b/c.md) is relative to the linking page's folder (/x.md: from the root); .md is added when the path \
+alone is no file. A wikilink [[T]] (also [[T#heading|label]], ![[T]]) tries T.md, then T: [[/T]] is \
 exactly that path from the root; [[dir/name]] is that path from the root, else under wiki/, else any file \
-whose path ends with /dir/name; a bare [[name]] is any file named name.md in any folder. Two matches make \
-the link ambiguous (broken); letter case is ignored only when the exact case finds nothing. With \
+whose path ends with /dir/name; a bare [[name]] is any file name.md in any folder. Two matches: \
+ambiguous (broken); case is ignored only when the exact case finds nothing. With \
 wiki/a/redis.md and wiki/b/redis.md: {examples}."""
 
 
@@ -487,48 +487,51 @@ WRITE_BATCH = (
     """\
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
-Call it only after the user agreed to the plan. For a refactor (moves, sections, links, several pages) run \
-check_batch with the same edits first and show the user its diff and warnings. Limits: {max_edits} edits, \
+Call it only after the user agreed to the plan; for a refactor (moves, sections, links, several pages) run \
+check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} edits, \
 {max_content} of content, {max_file} a file, {max_output} written in all: split bigger work up front, index \
 and log in the last batch.
 
-Each edit is one {{op, ...}}, applied in order to what the edits before it left:
-- create {{path, content, encoding?}}: a new file (PATH_EXISTS if it exists); encoding "base64" for bytes.
+Edits {{op, ...}} apply in order, each on what the ones before left:
+- create {{path, content, encoding?}}: a new file (PATH_EXISTS if there); encoding base64 for bytes.
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
-- replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte \
-(copy it from read_page's text); it must occur once unless replace_all.
-- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=another page repoints every \
-link to the deleted file there.
-- rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) with all \
-under it; rewrite_links=true repoints every link to what moved.
-- append {{path, content, expected_version?}}: text at the end (after a line break if the file lacks one).
-- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; the rest \
-stays byte for byte.
+- replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte, \
+once unless replace_all.
+- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page repoints its links \
+there.
+- rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
+in it; rewrite_links=true repoints links to what moved.
+- append {{path, content, expected_version?}}: text at the end (a line break first if the file lacks one).
+- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; nothing \
+else changes.
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename}}: \
 heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
-Guard with expected_version or with page_outline's expected_section_version (that section only).
+Guard with expected_version or page_outline's expected_section_version (that section only).
+- extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
+new_path (# title); links follow; leave_link=true leaves [[new_path]].
+- retarget_links {{from, to}}: links to from (a page, or page#heading: [[p#H]], [x](p.md#h-slug)) \
+point to to (same forms).
 - replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
-('' for all; never raw/ or non-text files). old is exact and case-sensitive (outside_code=true: only in \
-prose, never in code blocks, inline code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
-for ^ and $ at line ends), new may use \\1. check_batch's applied counts per page give expected_count.
+('' for all; never raw/ or non-text files). old is exact, case-sensitive (outside_code=true: prose \
+only, never code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
+for ^ and $ at line ends), new may use \\1. check_batch's applied counts give expected_count.
 
-expected_version is the version a read gave (read_page, read_pages, page_outline, list_pages), the \
-applied[].version an earlier edit gave the path, or "batch" (as earlier edits left it). Required to \
-change a file that exists when the batch starts; optional on append and frontmatter; ignored for a path \
-created in the batch.
+expected_version is a version a read or list_pages gave, an earlier edit's applied[].version, or "batch" \
+(as earlier edits left it). Required to change a file that exists at the start; optional on append and \
+frontmatter; ignored for a path the batch created.
 
-Paths are relative POSIX, e.g. wiki/db/redis.md; the server checks them (INVALID_PATH says why). Zones: \
+Paths: relative POSIX, e.g. wiki/db/redis.md. Zones: \
 wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.
 
 """
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
-Returns {{job_id, status, commit, applied}}: applied has one entry per edit, one per moved file and one per \
-page rewritten (with count), over 20 of one edit summed {{index, op, files, count}}. status queued or \
-running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, retry with \
-the same idempotency_key.
+Returns {{job_id, status, commit, applied}}: an applied entry per edit (extract_section: two), moved \
+file and rewritten page (with count), over 20 of one edit summed {{index, op, files, count}}. status \
+queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, \
+retry with the same idempotency_key.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -538,22 +541,22 @@ CHECK_BATCH = """\
 Dry-run a batch: every check write_batch makes, against the wiki's head now, and what it would change. \
 Commits nothing.
 
-Use it before write_batch for any refactor: show the user the diff and warnings, then call write_batch with \
-its plan (no edits): that commits exactly what was shown, or fails PLAN_STALE if a page it changes moved. \
+Use it before write_batch for any refactor: show the user the diff and warnings; then write_batch with \
+its plan (no edits) commits exactly what was shown, or fails PLAN_STALE if a page it changes moved. \
 Edits, versions, zones, links and limits ({max_edits} edits, \
 {max_content}) are write_batch's: see its description.
 
-Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer: a \
-replace_across entry's count per page is what its expected_count needs; over 20 files of one edit are \
+Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer (a \
+replace_across's counts per page sum to its expected_count); over 20 files of one edit are \
 summed {{index, op, files, count}}. diff: {{path, old_path?, diff, truncated?}} per file your edits changed \
-(60 000 characters in all); a file only moved or link-rewritten is {{path, old_path?, links}} (get_job with \
-the job_id gives every entry and diff). warnings \
-{{code, path, line?, link?, message}}: LINK_BROKEN (a link left pointing at nothing: fix it or add the \
+(60 000 characters in all); a file only moved or link-rewritten is {{path, old_path?, links}} (get_job \
+gives every entry and diff). warnings \
+{{code, path, line?, link?, message}}: LINK_BROKEN (a link to nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
-no op changes), OVERWRITES_BATCH_EDIT (an overwrite written against the head's version of a page an \
-earlier edit changed, e.g. by rewrite_links: that change is lost unless the content has it); [] means \
-clean. status queued or running (a busy queue): call get_job with the job_id and wait_seconds=60 until it \
-finishes. Errors are write_batch's; nothing is written either way."""
+no op changes), OVERWRITES_BATCH_EDIT (an overwrite based on the head's version of a page an earlier \
+edit changed: that change is lost unless the content has it); [] means clean. status queued or running: \
+call get_job with wait_seconds=60 until it finishes. Errors are write_batch's; nothing is written either \
+way."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
 # it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
@@ -756,10 +759,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true; regex=true
         takes an RE2 pattern (no look-around or backreferences) with ^ and $ at every line end; one match per
         line, at the line where a match starts. By path, then line (1-based); version is the page's; a very
-        long line is cut around the match. Use it to find pages to read; for links use find_backlinks.
+        long line is cut around the match. For links use find_backlinks.
         replace_across differs: it is case-sensitive, reads a pattern over the whole page (^ and $ at its ends
         unless (?m)), counts every occurrence and skips raw/. replace_count=true answers its exact count for
-        this query (old, or pattern with regex=true) and prefix: replace_count in all and replace_pages
+        this query (old, or pattern with regex=true) and prefix: replace_count and replace_pages
         [{path, count}], the expected_count to send. When next_cursor is set: call again with
         cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query or foreign cursor),
         WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.

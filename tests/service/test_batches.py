@@ -616,3 +616,59 @@ async def test_failed_batch_does_not_block_the_next(dep: Deployment) -> None:
     check_job(ok, wiki, "succeeded")
     parents = git_text(dep.repo(wiki), "rev-list", "--parents", "-n", "1", ok["result"]["commit"]).split()
     assert parents == [ok["result"]["commit"], before]
+
+
+async def test_extract_section_and_retarget_links_land_as_one_commit(dep: Deployment) -> None:
+    """A batch that extracts a section to a new page (leaving a link) and then retargets the links to a
+    heading of another page lands as one commit: plain git sees the new page, the cut source and every
+    rewritten page, each at the version applied gives it, and nothing else changed."""
+    wiki = await dep.new_wiki("relink")
+    runbook = "# Runbook\n\n## Redis failover\n\nsteps\n\n### Check\n\nok\n\n## Other\n\nmore\n"
+    v = await dep.seed(
+        wiki,
+        {
+            "wiki/runbook.md": runbook,
+            "wiki/a.md": "[[runbook#Redis failover]] [c](runbook.md#check) [[runbook#Other]]\n",
+            "wiki/db.md": "# DB\n\n## Replicas\n",
+        },
+    )
+    before = await dep.head(wiki)
+    old_files = tree_files(dep.repo(wiki), before)
+    job = await dep.apply(
+        wiki,
+        {
+            "message": "split the runbook",
+            "edits": [
+                {
+                    "op": "extract_section",
+                    "path": "wiki/runbook.md",
+                    "heading": "Redis failover",
+                    "new_path": "wiki/ops/redis.md",
+                    "leave_link": True,
+                    "expected_version": v["wiki/runbook.md"],
+                },
+                {"op": "retarget_links", "from": "wiki/runbook.md#Other", "to": "wiki/db.md#Replicas"},
+            ],
+        },
+    )
+    check_job(job, wiki, "succeeded")
+    files = tree_files(dep.repo(wiki), job["result"]["commit"], regular_only=True)
+    assert files["wiki/ops/redis.md"] == b"# Redis failover\n\nsteps\n\n## Check\n\nok\n"
+    assert files["wiki/runbook.md"] == b"# Runbook\n\n[[redis]]\n\n## Other\n\nmore\n"
+    assert files["wiki/a.md"] == b"[[redis]] [c](ops/redis.md#check) [[db#Replicas]]\n"
+    applied = job["result"]["applied"]
+    assert [(e["index"], e["op"], e["path"]) for e in applied] == [
+        (0, "extract_section", "wiki/runbook.md"),
+        (0, "create", "wiki/ops/redis.md"),
+        (0, "rewrite_links", "wiki/a.md"),
+        (1, "rewrite_links", "wiki/a.md"),
+    ]
+    assert applied[0]["new_path"] == "wiki/ops/redis.md"
+    for entry in (applied[0], applied[1], applied[3]):
+        assert blob_id(files[entry["path"]]) == entry["version"], entry
+    changed = {p for p in set(files) | set(old_files) if files.get(p) != old_files.get(p)}
+    assert changed == {"wiki/ops/redis.md", "wiki/runbook.md", "wiki/a.md"}
+    history = await dep.commits(wiki, 2)
+    assert [c["commit"] for c in history] == [job["result"]["commit"], before]
+    assert git_text(dep.repo(wiki), "rev-parse", f"{job['result']['commit']}^").strip() == before
+    fsck(dep.repo(wiki))

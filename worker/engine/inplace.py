@@ -17,6 +17,9 @@ created earlier in the batch. Text ops need UTF-8 (``INVALID_ENCODING`` otherwis
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from worker.engine.markdown import (
     append_section,
     find_section,
@@ -26,11 +29,13 @@ from worker.engine.markdown import (
     replace_section,
     set_frontmatter,
 )
+from worker.engine.plan import NewFile
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import (
     Append,
     AppendSection,
+    ExtractSection,
     Frontmatter,
     InsertSectionAfter,
     RemoveSection,
@@ -74,6 +79,17 @@ def frontmatter(work: BatchState, index: int, edit: Frontmatter) -> None:
 
 def section(work: BatchState, index: int, edit: SectionEdit) -> None:
     """Apply one of the five section ops to the page as the batch left it."""
+    file = check_section_versions(work, index, edit)
+    text = work.text(index, edit.path, file)
+    with section_guard(work, edit, text, index):
+        new = _section_op(text, index, edit)
+    work.write(index, edit.op, edit.path, new.encode("utf-8"))
+
+
+def check_section_versions(work: BatchState, index: int, edit: SectionEdit | ExtractSection) -> NewFile:
+    """The page a section op edits, its versions checked: ``expected_version`` (rule 2) or
+    ``expected_section_version`` (checked by the op), one of them required unless the batch created the
+    page."""
     file = work.existing(index, edit.path)
     if edit.expected_version is None and edit.expected_section_version is None:
         if edit.path not in work.created:
@@ -84,12 +100,19 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
                 index,
             )
     elif edit.expected_version is not None:
-        # replacing or removing a section drops what it held, as an overwrite drops the page's
-        whole = isinstance(edit, ReplaceSection | RemoveSection)
+        # replacing, removing or extracting a section drops what it held, as an overwrite drops the page's
+        whole = isinstance(edit, ReplaceSection | RemoveSection | ExtractSection)
         work.check_version(index, edit.path, edit.expected_version, whole=whole)
-    text = work.text(index, edit.path, file)
+    return file
+
+
+@contextmanager
+def section_guard(
+    work: BatchState, edit: SectionEdit | ExtractSection, text: str, index: int
+) -> Iterator[None]:
+    """Give a section op's ``VERSION_MISMATCH`` the page's and the section's current versions."""
     try:
-        new = _section_op(text, index, edit)
+        yield
     except BatchRejected as exc:
         if exc.code == "VERSION_MISMATCH" and exc.details is None:
             current = find_section(text, edit.heading, index).version
@@ -99,7 +122,6 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
                 "current_section_version": current,
             }
         raise
-    work.write(index, edit.op, edit.path, new.encode("utf-8"))
 
 
 def _section_op(text: str, index: int, edit: SectionEdit) -> str:

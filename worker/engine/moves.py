@@ -13,23 +13,20 @@ pages are read. A page where the zone policy forbids in-place changes (``raw/``,
 changed: it is reported as a ``NOT_REWRITTEN`` warning instead. ``applied`` gets one
 ``{"op": "rewrite_links", "path", "version", "count"}`` entry per rewritten page, in path order.
 
-Cost: the pages to read are found with ``HeadView.mentioning`` (a text search for the moved files' names,
-``mentions.link_needles``), filtered with ``markdown.may_rewrite``; the file index of the wiki is built
-once before and once after the moves.
+Cost: the pages to read are found as ``relink.rewrite_everywhere`` finds them (a text search for the
+moved files' names), filtered with ``markdown.may_rewrite``; the file index of the wiki is built once
+before and once after the moves.
 """
 
 from __future__ import annotations
 
 from worker.engine.markdown import FileIndex, may_rewrite, rewrite_links
-from worker.engine.markdown.bounds import TooLarge
-from worker.engine.mentions import is_page, link_needles
 from worker.engine.paths import check_path
-from worker.engine.plan import Applied, NewFile, blob_id
+from worker.engine.plan import Applied
+from worker.engine.relink import rewrite_everywhere
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import Rename
-
-PREFETCH = 512  # head pages read in one go
 
 
 def rename(work: BatchState, index: int, edit: Rename) -> None:
@@ -102,64 +99,13 @@ def _rewrite_all(
     inverse: dict[str, str],
 ) -> None:
     """Rewrite the links ``moves`` affect in every candidate page (``inverse``: a moved page's old place)."""
-    pages = sorted(page for page in _candidates(work, moves) if is_page(page))
-    for start in range(0, len(pages), PREFETCH):
-        chunk = pages[start : start + PREFETCH]
-        work.prefetch(chunk)
-        for page in chunk:
-            _rewrite_page(work, index, page, inverse.get(page, page), moves, before, after)
-        work.forget()
 
+    def rewrite(page: str, text: str) -> tuple[str, int]:
+        old_place = inverse.get(page, page)
+        if not may_rewrite(old_place, text, moves):
+            return text, 0
+        return rewrite_links(old_place, text, moves, before, after, max_size=work.limits.max_file_bytes)
 
-def _rewrite_page(
-    work: BatchState,
-    index: int,
-    page: str,
-    old_place: str,
-    moves: dict[str, str],
-    before: FileIndex,
-    after: FileIndex,
-) -> None:
-    """Rewrite the links of one page (at ``page`` now, at ``old_place`` before the moves)."""
-    file = work.current(page)
-    if file is None:
-        return
-    try:
-        text = work.content(file).decode("utf-8")
-    except UnicodeDecodeError:
-        return
-    if not may_rewrite(old_place, text, moves):
-        return
-    try:
-        new_text, count = rewrite_links(
-            old_place, text, moves, before, after, max_size=work.limits.max_file_bytes
-        )
-    except TooLarge as exc:  # at least exc.size characters, so at least as many bytes
-        work.check_file_size(index, page, exc.size)
-        raise AssertionError("unreachable: over max_file_bytes") from exc
-    if not count:
-        return
-    if not work.zone_allows("rewrite_links", page):
-        work.warn(
-            "NOT_REWRITTEN",
-            page,
-            f"{count} link(s) in {page!r} point to moved files, but this zone allows no in-place "
-            "change (raw/ is create-only): they are left as they are and will not resolve",
-        )
-        return
-    data = new_text.encode("utf-8")
-    version = blob_id(data)
-    work.put(index, page, NewFile(version, data))
-    work.applied.append(Applied(index, "rewrite_links", page, version, count=count))
-
-
-def _candidates(work: BatchState, moves: dict[str, str]) -> set[str]:
-    """The pages (as the batch left them) whose links the moves may change: the moved pages, the pages
-    the batch changed before, and the head pages that mention a moved file's old or new name."""
-    found = set(moves.values())
-    found |= {path for path, file in work.state.items() if file is not None}
-    needles = link_needles([*moves, *moves.values()])
-    mentioned = work.head.mentioning(needles) if needles is not None else None
-    heads = work.head.file_index().files if mentioned is None else mentioned
-    found |= {path for path in heads if path not in work.state}
-    return found
+    names = [*moves, *moves.values()]
+    why = "point to moved files and would no longer resolve"
+    rewrite_everywhere(work, index, names, moves.values(), rewrite, why)

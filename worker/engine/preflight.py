@@ -7,7 +7,8 @@ broken rule (contract sections 3.1 and 7); on refusal nothing has been written a
 here writes.
 
 Each op lives in its module: ``fileops`` (create, overwrite, replace, delete), ``moves`` (rename of a
-file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``across``
+file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``extract``
+(extract_section), ``relink`` (retarget_links, and the link walk of every link-aware op), ``across``
 (replace_across); the rules they share (versions, zones, output limits, conflicts) in ``state``; what
 preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 ``check_static`` runs every check that needs no repository, at submission and again here.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from worker.engine import across, fileops, inplace, moves
+from worker.engine import across, extract, fileops, inplace, moves, relink
 from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
 from worker.engine.plan import (
@@ -39,6 +40,7 @@ from worker.schema.edits import (
     Create,
     Delete,
     Edit,
+    ExtractSection,
     Frontmatter,
     InsertSectionAfter,
     Limits,
@@ -49,8 +51,10 @@ from worker.schema.edits import (
     Replace,
     ReplaceAcross,
     ReplaceSection,
+    RetargetLinks,
     check_limits,
     decoded,
+    split_anchor,
     texts,
     utf8,
 )
@@ -80,11 +84,20 @@ _APPLY: dict[type, Callable[[BatchState, int, Any], None]] = {
     InsertSectionAfter: inplace.section,
     RemoveSection: inplace.section,
     RenameSection: inplace.section,
+    ExtractSection: extract.extract_section,
     ReplaceAcross: across.replace_across,
+    RetargetLinks: relink.retarget_links,
 }
 
 
-_SECTION_OPS = (ReplaceSection, AppendSection, InsertSectionAfter, RemoveSection, RenameSection)
+_SECTION_OPS = (
+    ReplaceSection,
+    AppendSection,
+    InsertSectionAfter,
+    RemoveSection,
+    RenameSection,
+    ExtractSection,
+)
 # Fields the schema says are non-empty ("minLength": 1); blanks alone count as empty for headings.
 _NON_EMPTY: dict[type, tuple[str, ...]] = {
     Replace: ("old",),
@@ -93,6 +106,7 @@ _NON_EMPTY: dict[type, tuple[str, ...]] = {
     **{op: ("heading",) for op in _SECTION_OPS},
     InsertSectionAfter: ("heading", "new_heading"),
     RenameSection: ("heading", "new_heading"),
+    ExtractSection: ("heading", "title"),
 }
 
 
@@ -117,8 +131,11 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
         _check_prefix(edit.prefix, index, policy)
         across.check_pattern(edit, index)
         return
+    if isinstance(edit, RetargetLinks):
+        _check_retarget(edit, index)
+        return
     check_path(edit.path, index)
-    if isinstance(edit, Rename):
+    if isinstance(edit, Rename | ExtractSection):
         check_path(edit.new_path, index)
     if isinstance(edit, Delete) and edit.redirect_links_to is not None:
         check_path(edit.redirect_links_to, index)
@@ -127,6 +144,8 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
     check_zone(policy, edit.op, edit.path, index)
     if isinstance(edit, Rename):
         check_zone(policy, "rename", edit.new_path, index)
+    if isinstance(edit, ExtractSection):
+        check_zone(policy, "create", edit.new_path, index)
     if isinstance(edit, Create | Overwrite):
         decoded(edit, index)
     elif isinstance(edit, Frontmatter):
@@ -137,6 +156,27 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
             raise BatchRejected("INVALID_BATCH", f"keys both set and unset: {both}", index)
     elif isinstance(edit, InsertSectionAfter | RenameSection) and any(c in edit.new_heading for c in "\r\n"):
         raise BatchRejected("INVALID_BATCH", "new_heading must be one line of text", index)
+    elif isinstance(edit, ExtractSection) and edit.title is not None and any(c in edit.title for c in "\r\n"):
+        raise BatchRejected("INVALID_BATCH", "title must be one line of text", index)
+
+
+def _check_retarget(edit: RetargetLinks, index: int) -> None:
+    """retarget_links: both pages are paths, a heading after '#' is not blank, and to differs from from.
+    No zone rule: the pages it changes are checked one by one (a raw/ page may be linked to)."""
+    anchors = []
+    for name, value in (("from", edit.source), ("to", edit.to)):
+        utf8(value, index, name)
+        if len(value) > 4096:
+            raise BatchRejected("INVALID_BATCH", f"{name} is over 4096 characters", index)
+        page, heading = split_anchor(value)
+        check_path(page, index)
+        if heading is not None and (not heading.strip() or any(c in heading for c in "\r\n")):
+            raise BatchRejected(
+                "INVALID_BATCH", f"{name}: the heading after '#' must be one line of text", index
+            )
+        anchors.append((page, None if heading is None else " ".join(heading.split())))
+    if anchors[0] == anchors[1]:
+        raise BatchRejected("INVALID_BATCH", "retarget_links needs 'to' to differ from 'from'", index)
 
 
 def _check_prefix(prefix: str, index: int, policy: ZonePolicy) -> None:

@@ -42,6 +42,7 @@ ZONE_OPS: dict[str, OpName] = {
     "insert_section_after": "replace",
     "remove_section": "replace",
     "rename_section": "replace",
+    "extract_section": "replace",
     "replace_across": "replace",
     "rewrite_links": "replace",
 }
@@ -251,11 +252,19 @@ class BatchState:
             else:
                 self._files.add(path)
 
-    def write(self, index: int, op: str, path: str, data: bytes, count: int | None = None) -> None:
+    def write(
+        self,
+        index: int,
+        op: str,
+        path: str,
+        data: bytes,
+        count: int | None = None,
+        new_path: str | None = None,
+    ) -> None:
         """Put ``data`` at ``path`` and record the applied entry of ``op``."""
         version = blob_id(data)
         self.put(index, path, NewFile(version, data))
-        self.applied.append(Applied(index, op, path, version, count=count))
+        self.applied.append(Applied(index, op, path, version, new_path=new_path, count=count))
 
     def warn(
         self, code: str, path: str, message: str, line: int | None = None, link: str | None = None

@@ -26,6 +26,7 @@ AppliedOp = Literal[
     "insert_section_after",
     "remove_section",
     "rename_section",
+    "extract_section",
     "replace_across",
     "rewrite_links",
 ]

@@ -8,7 +8,8 @@ exact bytes that will be written.
     whole files      create, overwrite, replace, delete, rename (a file or a folder; rewrite_links)
     in place         append, frontmatter, replace_section, append_section, insert_section_after,
                      remove_section, rename_section
-    across pages     replace_across (every page under a prefix)
+    across pages     replace_across (every page under a prefix), retarget_links (links to a page or
+                     heading), extract_section (a section to a new page, its links following it)
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ PAGE_PATH = rf"^{_UNDER}$"  # any file path (a read)
 PATH_ANY_ZONE = rf"^(?:(?:wiki|raw)/{_UNDER}|{_ROOT_FILES})$"  # create
 PATH_WRITABLE = rf"^(?:wiki/{_UNDER}|{_ROOT_FILES})$"  # changing an existing file
 PATH_MOVABLE = rf"^wiki/{_UNDER}$"  # delete, rename
+ANCHOR = r"^[^#]+(?:#.*\S.*)?$"  # retarget_links: a page, or page#heading (check_static checks the page)
 
 
 def _prefixes(*names: str) -> list[str]:
@@ -318,6 +320,81 @@ class RenameSection(_SectionEdit):
     new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading text.")]
 
 
+class ExtractSection(_SectionEdit):
+    """Move a section (with its subsections) to a new page, and repoint every link to it there."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema: _extract_schema(schema))
+
+    op: Literal["extract_section"] = Field(description="The op: extract_section.")
+    new_path: Annotated[
+        str,
+        Field(
+            description="The new page (must not exist): '# <title>' then the section's body, its "
+            "subsections one level up per level the heading was below 1."
+        ),
+    ]
+    title: Annotated[
+        str | None,
+        Field(json_schema_extra=NON_EMPTY, description="The new page's '# ' heading (default: the heading)."),
+    ] = None
+    leave_link: Annotated[
+        bool, Field(description="Put a line [[new page]] where the section was (default: nothing).")
+    ] = False
+
+
+def _extract_schema(schema: dict[str, Any]) -> None:
+    """An extract_section: a writable page, and a new page anywhere a create may put one."""
+    _path_schema(PATH_WRITABLE)(schema)
+    _path_schema(PATH_ANY_ZONE, "new_path")(schema)
+
+
+AnchorPath = Annotated[
+    str,
+    Field(
+        json_schema_extra={"pattern": ANCHOR, "maxLength": 4096},
+        description="A page ('wiki/a.md') or a heading of one ('wiki/a.md#Redis failover': the address "
+        "after the first '#', as the section ops take it).",
+    ),
+]
+
+
+class RetargetLinks(_Strict):
+    """Repoint every link to a page, or to a heading of it, to another page or heading, in every page."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        validate_by_alias=True,
+        validate_by_name=True,
+        serialize_by_alias=True,
+    )
+
+    op: Literal["retarget_links"] = Field(description="The op: retarget_links.")
+    source: AnchorPath = Field(
+        alias="from",
+        description="What the links point to now: a page ('wiki/a.md') or 'page#heading' (then only "
+        "links whose fragment names that heading: [[a#Heading]], [x](a.md#heading-slug)).",
+    )
+    to: AnchorPath = Field(
+        description="Where they point after (existing at this point of the batch): a page, or "
+        "'page#heading' for a fragment naming it. Without one the fragment goes if from named a heading, "
+        "else it stays. applied gets one rewrite_links entry per changed page (none when no link points "
+        "to from)."
+    )
+
+    @property
+    def path(self) -> str:
+        """The page the links point to now (job summaries read ``path``)."""
+        return split_anchor(self.source)[0]
+
+
+def split_anchor(value: str) -> tuple[str, str | None]:
+    """``page#heading`` as (page, heading), the heading cut at the first ``#``; (page, None) without."""
+    page, hash_mark, heading = value.partition("#")
+    return page, (heading if hash_mark else None)
+
+
 class ReplaceAcross(_Strict):
     """One replace over every page under a prefix, as the batch left the pages; applied lists each
     changed page. Pages under raw/ and files that are not UTF-8 text are never changed."""
@@ -394,7 +471,9 @@ EditModel = (
     | InsertSectionAfter
     | RemoveSection
     | RenameSection
+    | ExtractSection
     | ReplaceAcross
+    | RetargetLinks
 )
 Edit = Annotated[EditModel, Field(discriminator="op")]
 # every op name, in the order of ``EditModel`` (each model's ``op`` is a one-value Literal)
@@ -517,7 +596,7 @@ def decoded(edit: Create | Overwrite, index: int) -> bytes:
         raise BatchRejected("INVALID_ENCODING", "content is not valid base64", index) from None
 
 
-_TEXTS = ("content", "old", "new", "pattern", "new_heading", "heading")
+_TEXTS = ("content", "old", "new", "pattern", "new_heading", "heading", "title")
 
 
 @functools.cache
@@ -537,7 +616,7 @@ def content_size(edit: EditModel, index: int) -> int:
     against the batch limit."""
     if isinstance(edit, Create | Overwrite):
         return len(decoded(edit, index))
-    if isinstance(edit, Delete | Rename):
+    if isinstance(edit, Delete | Rename | RetargetLinks):
         return 0
     size = sum(len(utf8(text, index, name)) for name, text in texts(edit).items())
     if isinstance(edit, Frontmatter):
@@ -547,8 +626,12 @@ def content_size(edit: EditModel, index: int) -> int:
 
 def written_paths(edit: EditModel) -> list[str]:
     """The paths (or path prefixes) an edit may write, for write-prefix rights: a rename's both ends, a
-    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page and a
-    delete that redirects them."""
+    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page, a
+    delete that redirects them, retarget_links and extract_section (both rewrite links everywhere)."""
+    if isinstance(edit, RetargetLinks):
+        return [""]
+    if isinstance(edit, ExtractSection):
+        return [edit.path, edit.new_path, ""]
     if isinstance(edit, Rename):
         return [edit.path, edit.new_path, *([""] if edit.rewrite_links else [])]
     if isinstance(edit, Delete) and edit.redirect_links_to is not None:

@@ -3,7 +3,8 @@
     document     the block structure of a page (markdown-it-py): lines, front matter, headings, inline blocks
     inline       code spans and link syntax inside one paragraph or heading
     links        find_links, resolve, backlinks, broken_links (wikiq's link resolution rule)
-    rewrite      rewrite_links after files moved (renames, folder renames)
+    rewrite      repoint_links, the one link walk of every refactor; rewrite_links after files moved
+    anchors      which heading a link's fragment names, and how a link names one
     sections     outline and the five section ops
     frontmatter  read_frontmatter, set_frontmatter (YAML, line-exact)
     patterns     count_and_replace with a literal or an RE2 pattern

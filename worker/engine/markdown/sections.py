@@ -351,3 +351,61 @@ def _check_new_heading(new_heading: str, level: int, index: int | None) -> None:
             f"new_heading {new_heading!r} would not read back as a heading (markdown syntax in it?)",
             index,
         )
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A section cut out of its page (``extract``): ``section`` and ``moved`` (it and its subsections)
+    as they were in the page; ``page`` the new page's text; ``rest`` the page without the section, and
+    ``link_at`` the offsets of the link line put in its place (None without one)."""
+
+    section: Section
+    moved: tuple[Section, ...]
+    page: str
+    rest: str
+    link_at: tuple[int, int] | None
+
+
+def extract(
+    text: str,
+    heading: str,
+    title: str | None,
+    link: str | None,
+    *,
+    index: int | None = None,
+    expected_section_version: str | None = None,
+) -> Extraction:
+    """Cut the addressed section out of the page ``text``. The new page is ``# <title>`` (default: the
+    heading's text) then the section's body without its trailing blank lines, each subsection heading
+    (ATX) raised so that its depth below the title is its depth below the section's heading. The rest is
+    the page without the section's lines; with ``link`` (a line's text), that line and the section's
+    trailing blank lines take its place."""
+    doc, section = _locate(text, heading, index, expected_section_version)
+    title = section.text if title is None else title
+    _check_new_heading(title, 1, index)
+    newline = _newline(doc, section)
+    moved = tuple(s for s in _sections(doc) if section.start <= s.start < section.end)
+    at = section.end
+    while at > section.body_start and _is_blank(doc.lines[at - 1]):
+        at -= 1
+    lines = list(doc.lines[section.body_start : at])
+    for sub in moved[1:]:
+        if sub.body_start - sub.start == 1 and section.level > 1:
+            line = lines[sub.start - section.body_start]
+            atx = _ATX.fullmatch(strip_ending(line))
+            assert atx is not None, line
+            indent, _, space, words, closing = atx.groups()
+            level = sub.level - section.level + 1
+            lines[sub.start - section.body_start] = (
+                indent + "#" * level + space + words + closing + line_ending(line)
+            )
+    page = _ended("# " + title.strip() + newline + "".join(lines), newline)
+    head = doc.span_text(0, section.start)
+    tail = doc.span_text(section.end, len(doc.lines))
+    if link is None:
+        return Extraction(section, moved, page, head + tail, None)
+    head = _ended(head, newline)
+    placed = link + newline
+    trailing = doc.span_text(at, section.end)
+    rest = head + placed + trailing + tail
+    return Extraction(section, moved, page, rest, (len(head), len(head) + len(placed)))

@@ -140,8 +140,6 @@ def wikis(draw: st.DrawFn) -> tuple[set[str], dict[str, str]]:
 def link_text(draw: st.DrawFn, page: str, files: list[str]) -> str:
     """One link, in any form, to one of ``files`` or to a missing page."""
     target = draw(st.sampled_from([*files, "wiki/missing.md"]))
-    stem = target.rsplit("/", 1)[-1]
-    stem = stem[:-3] if stem.endswith(".md") else stem
     fragment = draw(st.sampled_from(["", "#Head", "#^blk"]))
     form = draw(st.sampled_from(["bare", "folded", "wiki", "root", "md", "md-escaped"]))
     embed = draw(st.sampled_from(["", "!"])) if form != "folded" else ""
@@ -152,16 +150,19 @@ def link_text(draw: st.DrawFn, page: str, files: list[str]) -> str:
         if " " in rel:
             return f"{embed}[label](<{rel}{fragment}>)"
         return f"{embed}[label]({rel}{fragment})"
-    if form == "bare":
-        spelled = stem
-    elif form == "folded":
-        spelled = stem.lower()
-    elif form == "wiki" and target.startswith("wiki/"):
-        spelled = target[len("wiki/") :].removesuffix(".md")
-    else:
-        spelled = target.removesuffix(".md")
     label = draw(st.sampled_from(["", "|Label"]))
-    return f"{embed}[[{spelled}{fragment}{label}]]"
+    return f"{embed}[[{spelling(target, form)}{fragment}{label}]]"
+
+
+def spelling(target: str, form: str) -> str:
+    """How a wikilink of ``form`` spells ``target``: bare (its stem), folded (lowered), wiki (the path
+    under wiki/, for a file there), else the path from the root; ``.md`` left out."""
+    stem = target.rsplit("/", 1)[-1].removesuffix(".md")
+    if form in ("bare", "folded"):
+        return stem.lower() if form == "folded" else stem
+    if form == "wiki" and target.startswith("wiki/"):
+        return target[len("wiki/") :].removesuffix(".md")
+    return target.removesuffix(".md")
 
 
 @st.composite
