@@ -20,6 +20,7 @@ server's own (``build_server`` is given them from the settings).
 import importlib.metadata
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Protocol
@@ -466,12 +467,11 @@ BATCH_ERRORS = """\
 Errors (nothing is written; error.index names the failing edit; the hint says what to do): \
 VERSION_MISMATCH (error.details: current_version, and current_section_version for a section op), \
 VERSION_REQUIRED; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
-COUNT_MISMATCH (the message gives the real count); SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
+COUNT_MISMATCH; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
 NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: see list_pages; ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH; \
 FRONTMATTER_INVALID, PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, \
 BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; \
-IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED: wait, retry once; INTERNAL: retry \
-once, then tell the user."""
+IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: wait, retry."""
 
 LINK_RULE = """\
 Links (as rewrite_links, find_backlinks, LINK_BROKEN read them; never in code): a markdown link \
@@ -487,20 +487,20 @@ WRITE_BATCH = (
     """\
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
-Call it only after the user agreed to the plan; for a refactor (moves, sections, links, several pages) run \
-check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} edits, \
+Call it only after the user agreed to the changes; for a refactor (moves, sections, links, several \
+pages) run check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} edits, \
 {max_content} of content, {max_file} a file, {max_output} written in all: split bigger work up front, index \
 and log in the last batch.
 
 Edits {{op, ...}} apply in order, each on what the ones before left:
-- create {{path, content, encoding?}}: a new file (PATH_EXISTS if there); encoding base64 for bytes.
+- create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
 - replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte, \
 once unless replace_all.
 - delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page repoints its links \
 there.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
-in it; rewrite_links=true repoints links to what moved.
+in it; rewrite_links=true repoints links to what moved and the moved pages' relative links.
 - append {{path, content, expected_version?}}: text at the end (a line break first if the file lacks one).
 - frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; nothing \
 else changes.
@@ -530,8 +530,7 @@ wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit
 
 Returns {{job_id, status, commit, applied}}: an applied entry per edit (extract_section: two), moved \
 file and rewritten page (with count), over 20 of one edit summed {{index, op, files, count}}. status \
-queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60. After a lost answer, \
-retry with the same idempotency_key.
+queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -542,9 +541,8 @@ Dry-run a batch: every check write_batch makes, against the wiki's head now, and
 Commits nothing.
 
 Use it before write_batch for any refactor: show the user the diff and warnings; then write_batch with \
-its plan (no edits) commits exactly what was shown, or fails PLAN_STALE if a page it changes moved. \
-Edits, versions, zones, links and limits ({max_edits} edits, \
-{max_content}) are write_batch's: see its description.
+its plan (no edits) commits exactly what was shown, or fails PLAN_STALE if a page it touches changed \
+since. Edits, versions, zones, links and limits are write_batch's: see its description.
 
 Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer (a \
 replace_across's counts per page sum to its expected_count); over 20 files of one edit are \
@@ -554,9 +552,9 @@ gives every entry and diff). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link to nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
 no op changes), OVERWRITES_BATCH_EDIT (an overwrite based on the head's version of a page an earlier \
-edit changed: that change is lost unless the content has it); [] means clean. status queued or running: \
-call get_job with wait_seconds=60 until it finishes. Errors are write_batch's; nothing is written either \
-way."""
+edit changed: that change is lost unless the content has it); [] means clean; warnings never block \
+write_batch. status queued or running: call get_job with wait_seconds=60 until it finishes. Errors are \
+write_batch's; nothing is written either way."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
 # it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
@@ -566,9 +564,7 @@ LINK_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("[[redis]]", "ambiguous"),
     ("[[a/redis]]", "wiki/a/redis.md"),
     ("[[A/Redis]]", "wiki/a/redis.md"),
-    ("[[/wiki/b/redis.md]]", "wiki/b/redis.md"),
     ("[[c/redis]]", "missing"),
-    ("[r](redis.md)", "wiki/a/redis.md"),
     ("[r](../b/redis)", "wiki/b/redis.md"),
 )
 
@@ -606,7 +602,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """``server.tool(**options)``, the docstring dedented and the limits written into it."""
 
         def add(fn: Callable[..., Any]) -> Any:
-            doc = inspect.cleandoc(fn.__doc__ or "").replace("{max_file}", sizes["max_file"])
+            # paragraphs on one line each: a line break costs two characters of JSON, a blank one
+            doc = re.sub(r"(?<=\S)\n(?=\S)", " ", inspect.cleandoc(fn.__doc__ or ""))
+            doc = doc.replace("{max_file}", sizes["max_file"])
             fn.__doc__ = doc.replace("{max_paths}", str(MAX_PAGES_READ))
             return server.tool(**options)(fn)
 
@@ -618,8 +616,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
         Read-only. Call it first: every other tool takes a wiki id from here. head is main's commit (null for
         an empty wiki). A wiki missing here does not exist or is not visible to your token (the two look the
-        same). Errors: UNAUTHORIZED (no valid token: tell the user), RATE_LIMITED (wait, retry), INTERNAL
-        (retry once).
+        same); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user); RATE_LIMITED, INTERNAL:
+        wait, retry.
         """
         return await _answered(backend_for(ctx).list_wikis())
 
@@ -627,7 +625,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def list_pages(
         wiki: WikiId,
         ctx: Context,
-        prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/redis/.")] = "",
+        prefix: Annotated[
+            str, Field(max_length=4096, description="Plain string prefix (no glob), e.g. wiki/redis/.")
+        ] = "",
         limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many entries.")] = 200,
         cursor: Annotated[
             str | None, Field(max_length=8192, description="next_cursor of the previous call.")
@@ -636,9 +636,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """List the files at a wiki's head, sorted by path: {pages: [{path, version, size}], next_cursor}.
 
         Read-only. Use it to see what exists before planning edits (search_wiki finds pages by text,
-        find_backlinks by links). version is an edit's expected_version; size is in bytes; prefix is a plain
-        string prefix, not a glob. next_cursor not null: call again with cursor=next_cursor for more. Errors:
-        WIKI_NOT_FOUND (see list_wikis), INVALID_BATCH (a cursor not from here), RATE_LIMITED, INTERNAL.
+        find_backlinks by links). version is an edit's expected_version; size is in bytes. next_cursor not
+        null: call again with the same prefix and cursor=next_cursor. Errors: WIKI_NOT_FOUND (see list_wikis),
+        INVALID_BATCH (a foreign cursor: drop it); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
 
@@ -657,13 +657,13 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
         Read-only. Read a page before you change it: version is the edit's expected_version (stale once anyone
-        changes the page). The text is a header line (path, version, size, commit; the outline with
+        changes the page). The text answer is a header line (path, version, size, commit; the outline with
         sections=true), a line ---, then the content exactly as stored: copy a replace's old from it.
-        line_numbers=true numbers the lines instead, for reading only (never copy the numbers). sections=true
-        adds the heading tree as page_outline gives it. The structured content is always exact; bytes that are
-        not UTF-8 come base64. Several pages: read_pages. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
-        BATCH_TOO_LARGE (over {max_file}: clone the repository), WIKI_NOT_FOUND, RATE_LIMITED (wait, retry),
-        INTERNAL (retry once).
+        line_numbers=true numbers the lines instead, for reading only (never copy the numbers). The structured
+        content is always exact; a file not valid UTF-8 comes as encoding base64. Several pages:
+        read_pages; headings only: page_outline. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
+        BATCH_TOO_LARGE (over {max_file}: ask the user to clone the repository), WIKI_NOT_FOUND;
+        RATE_LIMITED, INTERNAL: wait, retry.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, sections)
@@ -688,14 +688,15 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             bool, Field(description="Show the text as numbered pages, to read (default: exact JSON).")
         ] = False,
     ) -> Annotated[CallToolResult, PageSet]:
-        """Read many files at one commit of a wiki's head: {commit, pages: [page...], errors: [{path, code,
-        message}]}.
+        """Read many files at a wiki's head, all at one commit: {commit, pages: [page...], errors:
+        [{path, code, message}]}.
 
         Read-only. Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page
         is what read_page answers, content exact (the text is this answer as JSON; line_numbers=true shows
         numbered pages instead, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or past
         {max_file} of content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a
-        failure. Errors: INVALID_BATCH (no paths or over {max_paths}), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
+        failure. Errors: INVALID_BATCH (no paths or over {max_paths}: split), WIKI_NOT_FOUND; RATE_LIMITED,
+        INTERNAL: wait, retry.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections)
@@ -710,14 +711,14 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
     @register(title="Page outline", annotations=READ_ONLY)
     async def page_outline(wiki: WikiId, path: PagePath, ctx: Context) -> Annotated[CallToolResult, Outline]:
-        """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path, address,
-        line, end_line, version}]}.
+        """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path (its
+        parent headings 'A > B'), address, line, end_line, version}]}.
 
         Read-only, cheaper than the page. Use it before a section op: send a section's address as the op's
         heading and its version as expected_section_version, so edits of other sections do not conflict (the
         page's version works too, as expected_version). Headings inside code are not headings; lines are
-        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND,
-        RATE_LIMITED, INTERNAL.
+        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND;
+        RATE_LIMITED, INTERNAL: wait, retry.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, True)
@@ -738,9 +739,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             str, Field(min_length=1, max_length=1000, description="Text (or an RE2 pattern), one line.")
         ],
         ctx: Context,
-        regex: Annotated[
-            bool, Field(description="query is an RE2 pattern; ^ and $ match at line ends.")
-        ] = False,
+        regex: Annotated[bool, Field(description="query is an RE2 pattern; ^ and $ match per line.")] = False,
         case_sensitive: Annotated[
             bool, Field(description="Match letter case exactly (default: ignore).")
         ] = False,
@@ -756,16 +755,16 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
         replace_pages?}.
 
-        Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true; regex=true
-        takes an RE2 pattern (no look-around or backreferences) with ^ and $ at every line end; one match per
-        line, at the line where a match starts. By path, then line (1-based); version is the page's; a very
-        long line is cut around the match. For links use find_backlinks.
-        replace_across differs: it is case-sensitive, reads a pattern over the whole page (^ and $ at its ends
-        unless (?m)), counts every occurrence and skips raw/. replace_count=true answers its exact count for
-        this query (old, or pattern with regex=true) and prefix: replace_count and replace_pages
-        [{path, count}], the expected_count to send. When next_cursor is set: call again with
-        cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query or foreign cursor),
-        WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
+        Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true, or with
+        regex=true an RE2 pattern (no look-around or backreferences); one match per line, at the line where a
+        match starts. By path, then line (1-based); version is the page's; a very long line is cut around the
+        match. For links use find_backlinks.
+        replace_count=true counts for replace_across (query as old, or as pattern with regex=true; same
+        prefix) by its rules: case-sensitive, a pattern over the whole page (^ and $ at its ends unless (?m)),
+        every occurrence, raw/ skipped, outside_code not applied. replace_count is the total, the
+        expected_count to send; replace_pages [{path, count}] splits it. next_cursor set: call again with
+        cursor=next_cursor. Errors: PATTERN_INVALID (fix the query), INVALID_BATCH (a multi-line query: search
+        one of its lines; or a foreign cursor), WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
         """
         backend = backend_for(ctx)
         try:
@@ -793,10 +792,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
         Read-only. Every wikilink and relative markdown link outside code that resolves to the page (the rule
         is in write_batch's description), by linking page then line, with the link as written and the linking
-        page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links fixes
-        these itself; for a split or delete, edit them in the same batch. truncated=true: there are more; call
-        again with cursor=next_cursor for the next ones. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
-        INVALID_BATCH (a cursor not from here), WIKI_NOT_FOUND, RATE_LIMITED, INTERNAL.
+        page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links,
+        delete with redirect_links_to, extract_section and retarget_links fix these themselves (never in
+        raw/).
+        truncated=true: call again with cursor=next_cursor for more. Errors: NOT_FOUND (see list_pages; links
+        to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a foreign cursor: drop it),
+        WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
 
@@ -818,7 +819,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             return invalid_arguments(exc)
 
     @register(
-        title="Check batch (dry run, commits nothing)",
+        title="Check batch (dry run)",
         annotations=READ_ONLY,
         description=CHECK_BATCH.format(**sizes),
     )
@@ -827,7 +828,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         edits: Edits,
         ctx: Context,
         message: Annotated[
-            str, Field(min_length=1, max_length=10_000, description="Optional: the commit message to check.")
+            str,
+            Field(
+                min_length=1,
+                max_length=10_000,
+                description="Optional, checked only: write_batch's message is committed.",
+            ),
         ] = "check",
     ) -> Annotated[CallToolResult, CheckOutcome]:
         batch = batch_of(message, edits, True)
@@ -862,7 +868,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ctx: Context,
         edits: Edits | None = None,
         plan: Annotated[
-            str | None, Field(max_length=100, description="check_batch's plan, instead of edits")
+            str | None, Field(max_length=100, description="check_batch's plan; send it or edits, not both")
         ] = None,
         wait: Annotated[
             bool, Field(description="Wait up to 60 s for the outcome (false: answer the job id at once).")
@@ -900,14 +906,14 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             ),
         ] = 0,
     ) -> Annotated[CallToolResult, Job]:
-        """Get a batch job: {job_id, wiki, status, dry_run, result: {commit, applied, diff?, warnings?},
-        error: {code, message, index}}.
+        """Get a batch job: {job_id, wiki, status, dry_run, result: {commit, applied, diff?, warnings?,
+        plan?}, error: {code, message, index}}.
 
-        Read-only. Use it when write_batch or check_batch answered a job still queued or running. status is
-        queued, running, succeeded, failed or cancelled; wait_seconds (up to 60) answers as soon as it
-        finishes, better than calling in a loop. A failed job wrote nothing; error.index names the failing
-        edit (see write_batch for each code). Errors: JOB_NOT_FOUND (unknown or expired), FORBIDDEN (another
-        caller's job), RATE_LIMITED, INTERNAL.
+        Read-only. Use it when write_batch or check_batch answered a job still queued or running, or for a
+        check's full diff. wait_seconds=60 answers as soon as it finishes (still running: call again), better
+        than a loop. A failed job wrote nothing; error.index names the failing edit (see write_batch for each
+        code). Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages), FORBIDDEN (another caller's
+        job); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).job(job_id, wait_seconds))
 
@@ -918,12 +924,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ),
     )
     async def cancel_job(job_id: JobId, ctx: Context) -> Annotated[CallToolResult, Job]:
-        """Cancel a batch job still queued, so its edits are never applied; returns the job.
+        """Cancel a batch job still queued, so its edits are never applied; returns get_job's answer.
 
         Use it when the user changes their mind while a batch waits. A cancel cannot be undone (submit the
-        batch again to redo it); cancelling a cancelled job succeeds again. Errors: NOT_CANCELLABLE (running
-        or finished: see get_job), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin), RATE_LIMITED,
-        INTERNAL.
+        batch again, with a new idempotency_key, to redo it). Errors: NOT_CANCELLABLE (running or finished:
+        see get_job; undo a commit with a new write_batch), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an
+        admin); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).cancel(job_id))
 
