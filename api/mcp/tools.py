@@ -471,7 +471,8 @@ COUNT_MISMATCH; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
 NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: see list_pages; ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH; \
 FRONTMATTER_INVALID, PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, \
 BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; \
-IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: wait, retry."""
+IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: wait, retry with the same \
+idempotency_key."""
 
 LINK_RULE = """\
 Links (as rewrite_links, find_backlinks, LINK_BROKEN read them; never in code): a markdown link \
@@ -488,9 +489,9 @@ WRITE_BATCH = (
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
 Call it only after the user agreed to the changes; for a refactor (moves, sections, links, several \
-pages) run check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} edits, \
-{max_content} of content, {max_file} a file, {max_output} written in all: split bigger work up front, index \
-and log in the last batch.
+pages) run check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} \
+edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split bigger work \
+up front, index and log in the last batch.
 
 Edits {{op, ...}} apply in order, each on what the ones before left:
 - create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
@@ -542,7 +543,8 @@ Commits nothing.
 
 Use it before write_batch for any refactor: show the user the diff and warnings; then write_batch with \
 its plan (no edits) commits exactly what was shown, or fails PLAN_STALE if a page it touches changed \
-since. Edits, versions, zones, links and limits are write_batch's: see its description.
+since (PLAN_NOT_FOUND once the plan expired, minutes later). Edits, versions, zones, links and limits \
+are write_batch's: see its description.
 
 Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer (a \
 replace_across's counts per page sum to its expected_count); over 20 files of one edit are \
@@ -552,7 +554,7 @@ gives every entry and diff). warnings \
 {{code, path, line?, link?, message}}: LINK_BROKEN (a link to nothing: fix it or add the \
 page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
 no op changes), OVERWRITES_BATCH_EDIT (an overwrite based on the head's version of a page an earlier \
-edit changed: that change is lost unless the content has it); [] means clean; warnings never block \
+edit changed: that change is lost unless the content has it); warnings never block \
 write_batch. status queued or running: call get_job with wait_seconds=60 until it finishes. Errors are \
 write_batch's; nothing is written either way."""
 
@@ -563,7 +565,6 @@ LINK_PAGE = "wiki/a/x.md"
 LINK_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("[[redis]]", "ambiguous"),
     ("[[a/redis]]", "wiki/a/redis.md"),
-    ("[[A/Redis]]", "wiki/a/redis.md"),
     ("[[c/redis]]", "missing"),
     ("[r](../b/redis)", "wiki/b/redis.md"),
 )
@@ -614,7 +615,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def list_wikis(ctx: Context) -> Annotated[CallToolResult, WikiList]:
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
-        Read-only. Call it first: every other tool takes a wiki id from here. head is main's commit (null for
+        Call it first: each tool with a wiki field takes its id from here. head is main's commit (null for
         an empty wiki). A wiki missing here does not exist or is not visible to your token (the two look the
         same); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user); RATE_LIMITED, INTERNAL:
         wait, retry.
@@ -635,9 +636,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     ) -> Annotated[CallToolResult, PageList]:
         """List the files at a wiki's head, sorted by path: {pages: [{path, version, size}], next_cursor}.
 
-        Read-only. Use it to see what exists before planning edits (search_wiki finds pages by text,
-        find_backlinks by links). version is an edit's expected_version; size is in bytes. next_cursor not
-        null: call again with the same prefix and cursor=next_cursor. Errors: WIKI_NOT_FOUND (see list_wikis),
+        Use it to see what exists before planning edits (text: search_wiki; links:
+        find_backlinks). version is an edit's expected_version; size is in bytes. next_cursor not
+        null: call again with the same prefix and cursor=next_cursor (the head may
+        move between pages). Errors: WIKI_NOT_FOUND (see list_wikis),
         INVALID_BATCH (a foreign cursor: drop it); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
@@ -648,7 +650,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         path: PagePath,
         ctx: Context,
         sections: Annotated[
-            bool, Field(description="Also answer the heading tree (as page_outline does).")
+            bool, Field(description="Also return the heading tree, as page_outline.")
         ] = False,
         line_numbers: Annotated[
             bool, Field(description="Show the text with numbered lines, to read.")
@@ -656,7 +658,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     ) -> Annotated[CallToolResult, Page]:
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
-        Read-only. Read a page before you change it: version is the edit's expected_version (stale once anyone
+        Read a page before you change it: version is the edit's expected_version (stale once anyone
         changes the page). The text answer is a header line (path, version, size, commit; the outline with
         sections=true), a line ---, then the content exactly as stored: copy a replace's old from it.
         line_numbers=true numbers the lines instead, for reading only (never copy the numbers). The structured
@@ -685,18 +687,17 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ctx: Context,
         sections: Annotated[bool, Field(description="Also answer each page's heading tree.")] = False,
         line_numbers: Annotated[
-            bool, Field(description="Show the text as numbered pages, to read (default: exact JSON).")
+            bool, Field(description="Number the text's lines, for reading only.")
         ] = False,
     ) -> Annotated[CallToolResult, PageSet]:
-        """Read many files at a wiki's head, all at one commit: {commit, pages: [page...], errors:
-        [{path, code, message}]}.
+        """Read many files at a wiki's head, all at one commit: {commit, pages: [page...], errors: [{path,
+        code, message}]}.
 
-        Read-only. Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page
-        is what read_page answers, content exact (the text is this answer as JSON; line_numbers=true shows
-        numbered pages instead, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or past
-        {max_file} of content in all (BATCH_TOO_LARGE: read it in another call) is an entry of errors, not a
-        failure. Errors: INVALID_BATCH (no paths or over {max_paths}: split), WIKI_NOT_FOUND; RATE_LIMITED,
-        INTERNAL: wait, retry.
+        Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page is what
+        read_page answers, content exact (line_numbers=true: numbered, for reading only). A path missing
+        (NOT_FOUND), invalid (INVALID_PATH) or past {max_file} of content in all (BATCH_TOO_LARGE: read it in
+        another call) is an entry of errors, not a failure. Errors: INVALID_BATCH (no paths or over
+        {max_paths}: split), WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections)
@@ -712,9 +713,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     @register(title="Page outline", annotations=READ_ONLY)
     async def page_outline(wiki: WikiId, path: PagePath, ctx: Context) -> Annotated[CallToolResult, Outline]:
         """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path (its
-        parent headings 'A > B'), address, line, end_line, version}]}.
+        parent headings 'A > B'), address (unique), line, end_line, version}]}.
 
-        Read-only, cheaper than the page. Use it before a section op: send a section's address as the op's
+        Cheaper than read_page. Use it before a section op: send a section's address as the op's
         heading and its version as expected_section_version, so edits of other sections do not conflict (the
         page's version works too, as expected_version). Headings inside code are not headings; lines are
         1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND;
@@ -755,13 +756,14 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
         replace_pages?}.
 
-        Read-only. Matches a literal substring, ASCII case ignored unless case_sensitive=true, or with
-        regex=true an RE2 pattern (no look-around or backreferences); one match per line, at the line where a
+        Matches a literal substring, ASCII case ignored unless case_sensitive=true, or with
+        regex=true an RE2 pattern; one match per line, at the line where a
         match starts. By path, then line (1-based); version is the page's; a very long line is cut around the
         match. For links use find_backlinks.
         replace_count=true counts for replace_across (query as old, or as pattern with regex=true; same
         prefix) by its rules: case-sensitive, a pattern over the whole page (^ and $ at its ends unless (?m)),
-        every occurrence, raw/ skipped, outside_code not applied. replace_count is the total, the
+        every occurrence, raw/ skipped, outside_code not applied (with it, use check_batch's counts).
+        replace_count is the total over all pages, the
         expected_count to send; replace_pages [{path, count}] splits it. next_cursor set: call again with
         cursor=next_cursor. Errors: PATTERN_INVALID (fix the query), INVALID_BATCH (a multi-line query: search
         one of its lines; or a foreign cursor), WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
@@ -790,7 +792,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
         version}], truncated, next_cursor?}.
 
-        Read-only. Every wikilink and relative markdown link outside code that resolves to the page (the rule
+        Every wikilink and relative markdown link outside code that resolves to the page (the rule
         is in write_batch's description), by linking page then line, with the link as written and the linking
         page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links,
         delete with redirect_links_to, extract_section and retarget_links fix these themselves (never in
@@ -871,7 +873,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             str | None, Field(max_length=100, description="check_batch's plan; send it or edits, not both")
         ] = None,
         wait: Annotated[
-            bool, Field(description="Wait up to 60 s for the outcome (false: answer the job id at once).")
+            bool, Field(description="Wait up to 60 s for the outcome (false: return the job id at once).")
         ] = True,
         idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, WriteOutcome]:
@@ -909,11 +911,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Get a batch job: {job_id, wiki, status, dry_run, result: {commit, applied, diff?, warnings?,
         plan?}, error: {code, message, index}}.
 
-        Read-only. Use it when write_batch or check_batch answered a job still queued or running, or for a
-        check's full diff. wait_seconds=60 answers as soon as it finishes (still running: call again), better
-        than a loop. A failed job wrote nothing; error.index names the failing edit (see write_batch for each
-        code). Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages), FORBIDDEN (another caller's
-        job); RATE_LIMITED, INTERNAL: wait, retry.
+        Use it when write_batch or check_batch answered a job still queued or running, or for a check's full
+        diff. wait_seconds=60 answers as soon as it finishes (still running: call again). A failed or
+        cancelled job wrote nothing; error.index names the failing edit (see write_batch for each code).
+        Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages to see if it committed), FORBIDDEN
+        (another caller's job); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).job(job_id, wait_seconds))
 
@@ -924,12 +926,13 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ),
     )
     async def cancel_job(job_id: JobId, ctx: Context) -> Annotated[CallToolResult, Job]:
-        """Cancel a batch job still queued, so its edits are never applied; returns get_job's answer.
+        """Cancel a write_batch or check_batch job still queued, so it never applies; returns get_job's
+        answer.
 
-        Use it when the user changes their mind while a batch waits. A cancel cannot be undone (submit the
-        batch again, with a new idempotency_key, to redo it). Errors: NOT_CANCELLABLE (running or finished:
-        see get_job; undo a commit with a new write_batch), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an
-        admin); RATE_LIMITED, INTERNAL: wait, retry.
+        Use it when the user changes their mind while a batch waits. A cancel cannot be undone (to redo:
+        submit again with a new idempotency_key). Errors: NOT_CANCELLABLE (running or finished: see get_job;
+        undo a commit with a new write_batch), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin);
+        RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).cancel(job_id))
 

@@ -66,7 +66,7 @@ def test_descriptions_state_the_configured_limits() -> None:
     """The limits in the descriptions and the edits schema are the server's settings, not constants."""
     found = tools(Limits(max_edits=7, max_content_bytes=3 * 1024 * 1024, max_file_bytes=2 * 1024 * 1024))
     write = found["write_batch"]
-    assert "7 edits, 3 MiB of content, 2 MiB a file" in write.description
+    assert "7 edits, 3 MiB sent, 2 MiB a file" in write.description
     assert write.input_schema["properties"]["edits"]["description"].startswith("1 to 7 edits")
     assert "write_batch's" in found["check_batch"].description  # it states none of its own
     assert "over\n2 MiB" in found["read_page"].description or "over 2 MiB" in found["read_page"].description
