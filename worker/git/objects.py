@@ -116,19 +116,18 @@ class Tree:
 
 
 EMPTY_TREE = Tree([], [])
-_RECORD = re.compile(rb"[0-7]+ [^\x00]*\x00.{20}", re.DOTALL)
-_RECORD_NAME = re.compile(rb"[0-7]+ ([^\x00]*)\x00.{20}", re.DOTALL)
+_RECORD = re.compile(rb"([0-7]+ ([^\x00]*)\x00.{20})", re.DOTALL)  # (record, name): one pass for both
 _TREE_MODE_DIGIT = ord("4")  # of the modes git writes, only a folder's ("40000") starts with 4
 
 
 def parse_tree(data: bytes) -> Tree:
     """Parse a raw tree object from the repository's store (an unsorted one is put in git order)."""
-    recs = _RECORD.findall(data)
+    found = _RECORD.findall(data)
+    recs = [rec for rec, _ in found]
     if sum(map(len, recs)) != len(data):  # records that do not tile the object: something in between
         raise ValueError("malformed tree object")
-    names = _RECORD_NAME.findall(data)
     folder = _TREE_MODE_DIGIT
-    keys = [name + b"/" if rec[0] == folder else name for name, rec in zip(names, recs, strict=True)]
+    keys = [name + b"/" if rec[0] == folder else name for rec, name in found]
     if keys != sorted(keys):  # linear on sorted input (one run for timsort)
         pairs = sorted(zip(keys, recs, strict=True))
         keys, recs = [key for key, _ in pairs], [rec for _, rec in pairs]
