@@ -26,6 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 TREE_MODE = 0o40000
 OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG = 1, 2, 3, 4
@@ -182,9 +183,9 @@ class TreeEditor:
         return Tree(self.keys, self.recs)
 
 
-@dataclass(frozen=True)
-class PackedObject:
-    """One object for ``write_pack``: its type number, binary id and bytes."""
+class PackedObject(NamedTuple):
+    """One object for ``write_pack``: its type number, binary id and bytes (a tuple: a commit makes a
+    dozen or more, and a frozen dataclass costs several times as much to build)."""
 
     kind: int
     oid: bytes
@@ -314,13 +315,12 @@ def _assemble(
         counts[oid[0]] += 1
     fanout = list(itertools.accumulate(counts))
     large: list[int] = []
-    offsets: list[int] = []
-    for _, _, at in index:
-        if at < 0x80000000:
-            offsets.append(at)
-        else:
-            offsets.append(0x80000000 | len(large))
-            large.append(at)
+    offsets = [at for _, _, at in index]
+    if offset >= 0x80000000:  # a pack past 2 GiB: its far offsets go to the 64-bit table
+        for i, at in enumerate(offsets):
+            if at >= 0x80000000:
+                offsets[i] = 0x80000000 | len(large)
+                large.append(at)
     idx = b"".join(
         [
             IDX_MAGIC,
