@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from worker.engine import DictHead, blob_id, check_static, preflight
@@ -12,6 +14,7 @@ from worker.engine.paths import (
     MAX_SEGMENT_BYTES,
     ZonePolicy,
     check_path,
+    checked_path_problem,
     path_problem,
 )
 from worker.errors import BatchRejected
@@ -289,3 +292,19 @@ def test_custom_policy_refuses_unknown_fields_and_ops() -> None:
         ZonePolicy.model_validate({"zones": [{"pattern": "docs/", "ops": ["create"], "extra": 1}]})
     with pytest.raises(ValidationError):
         ZonePolicy.model_validate({"zones": [{"pattern": "docs/", "ops": ["chmod"]}]})
+
+
+# Paths near the plain shape: its characters, every character with a rule of its own, long segments.
+_NEAR_PLAIN = st.lists(
+    st.one_of(
+        st.sampled_from(["a", "Z", "0", "_", "-", ".", "/", "~", " ", "\\", "\x00", "\u200c", "é"]),
+        st.sampled_from([".git", "git~1", ".gitmodules", "..", "s" * 255, "s" * 256]),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(_NEAR_PLAIN)
+def test_the_plain_path_shortcut_agrees_with_every_rule(path: str) -> None:
+    """``path_problem`` (which passes plain paths at once) answers what the rule-by-rule check answers."""
+    assert (path_problem(path) is None) == (checked_path_problem(path) is None)

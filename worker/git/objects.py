@@ -26,6 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 TREE_MODE = 0o40000
 OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG = 1, 2, 3, 4
@@ -116,19 +117,18 @@ class Tree:
 
 
 EMPTY_TREE = Tree([], [])
-_RECORD = re.compile(rb"[0-7]+ [^\x00]*\x00.{20}", re.DOTALL)
-_RECORD_NAME = re.compile(rb"[0-7]+ ([^\x00]*)\x00.{20}", re.DOTALL)
+_RECORD = re.compile(rb"([0-7]+ ([^\x00]*)\x00.{20})", re.DOTALL)  # (record, name): one pass for both
 _TREE_MODE_DIGIT = ord("4")  # of the modes git writes, only a folder's ("40000") starts with 4
 
 
 def parse_tree(data: bytes) -> Tree:
     """Parse a raw tree object from the repository's store (an unsorted one is put in git order)."""
-    recs = _RECORD.findall(data)
+    found = _RECORD.findall(data)
+    recs = [rec for rec, _ in found]
     if sum(map(len, recs)) != len(data):  # records that do not tile the object: something in between
         raise ValueError("malformed tree object")
-    names = _RECORD_NAME.findall(data)
     folder = _TREE_MODE_DIGIT
-    keys = [name + b"/" if rec[0] == folder else name for name, rec in zip(names, recs, strict=True)]
+    keys = [name + b"/" if rec[0] == folder else name for rec, name in found]
     if keys != sorted(keys):  # linear on sorted input (one run for timsort)
         pairs = sorted(zip(keys, recs, strict=True))
         keys, recs = [key for key, _ in pairs], [rec for _, rec in pairs]
@@ -183,9 +183,9 @@ class TreeEditor:
         return Tree(self.keys, self.recs)
 
 
-@dataclass(frozen=True)
-class PackedObject:
-    """One object for ``write_pack``: its type number, binary id and bytes."""
+class PackedObject(NamedTuple):
+    """One object for ``write_pack``: its type number, binary id and bytes (a tuple: a commit makes a
+    dozen or more, and a frozen dataclass costs several times as much to build)."""
 
     kind: int
     oid: bytes
@@ -315,13 +315,12 @@ def _assemble(
         counts[oid[0]] += 1
     fanout = list(itertools.accumulate(counts))
     large: list[int] = []
-    offsets: list[int] = []
-    for _, _, at in index:
-        if at < 0x80000000:
-            offsets.append(at)
-        else:
-            offsets.append(0x80000000 | len(large))
-            large.append(at)
+    offsets = [at for _, _, at in index]
+    if offset >= 0x80000000:  # a pack past 2 GiB: its far offsets go to the 64-bit table
+        for i, at in enumerate(offsets):
+            if at >= 0x80000000:
+                offsets[i] = 0x80000000 | len(large)
+                large.append(at)
     idx = b"".join(
         [
             IDX_MAGIC,

@@ -499,6 +499,7 @@ class PackReader:
 
     def __init__(self, pack_dir: Path, cache: PackCache | None = None) -> None:
         self.pack_dir = pack_dir
+        self._dir = os.fspath(pack_dir)
         self.cache = PACKS if cache is None else cache
         self.names: list[str] = []  # "pack-<checksum>", biggest first
         self.infos: dict[str, PackInfo] = {}
@@ -535,7 +536,7 @@ class PackReader:
         return False
 
     def _base(self, name: str) -> str:
-        return os.path.join(self.pack_dir, name)
+        return f"{self._dir}/{name}"
 
     def refresh(self, force: bool = False) -> bool:
         """Re-list ``objects/pack`` if it changed (or ``force``); True when the pack list may have changed."""

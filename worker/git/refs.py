@@ -63,7 +63,7 @@ EPOCH_ATTRIBUTE = "user.wikiq.epoch"  # the lease epoch of a lock's writer (see 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def sync_filesystem(path: Path) -> None:
+def sync_filesystem(path: str | Path) -> None:
     """Flush every dirty page of the file system holding ``path`` to disk (one ``syncfs``)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -74,7 +74,7 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """Make a rename inside ``path`` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -83,10 +83,11 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def read_ref(repo: Path, ref: str = MAIN) -> str | None:
+def read_ref(repo: str | Path, ref: str = MAIN) -> str | None:
     """The commit ``ref`` points at, read from its file (or packed-refs), None when it does not exist."""
+    root = os.fspath(repo)  # paths as strings: a pathlib object per step costs more than the read
     try:
-        fd = os.open(repo / ref, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"{root}/{ref}", os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         pass
     else:
@@ -95,7 +96,7 @@ def read_ref(repo: Path, ref: str = MAIN) -> str | None:
         finally:
             os.close(fd)
     try:
-        for line in (repo / "packed-refs").read_text().splitlines():
+        for line in Path(root, "packed-refs").read_text().splitlines():
             if line.endswith(" " + ref):
                 return line.split(" ", 1)[0]
     except FileNotFoundError:
@@ -103,7 +104,7 @@ def read_ref(repo: Path, ref: str = MAIN) -> str | None:
     return None
 
 
-def publish_durably(repo: Path, pack: PendingPack) -> None:
+def publish_durably(repo: str | Path, pack: PendingPack) -> None:
     """Make ``pack`` durable, then visible (steps 3 and 4 of the module's order, without a ref move)."""
     sync_filesystem(repo)
     faults.point("git.synced")
@@ -127,8 +128,9 @@ def swap_main(
     lock and ``LockLost`` when a newer writer broke ours; on any failure the unpublished pack is deleted
     and the lock (if ours) removed.
     """
-    ref = repo / MAIN
-    lock = ref.with_name(ref.name + ".lock")
+    root = os.fspath(repo)
+    ref = f"{root}/{MAIN}"
+    lock = ref + ".lock"
     held = False  # the lock path is ours until renamed; after that it may be another writer's lock
     fd = -1
     try:
@@ -137,7 +139,7 @@ def swap_main(
         if epoch is not None:
             _set_epoch(fd, epoch)
         mine = _Mine.of(fd, new.encode() + b"\n")
-        actual = read_ref(repo)
+        actual = read_ref(root)
         if actual != expected:
             raise RefMoved(expected, actual)
         os.write(fd, mine.content)
@@ -146,18 +148,18 @@ def swap_main(
         faults.point("git.locked")
         if pack is not None:
             if durable:
-                publish_durably(repo, pack)  # one syncfs also flushes the lock's content
+                publish_durably(root, pack)  # one syncfs also flushes the lock's content
             else:
                 pack.publish()
         elif durable:
-            sync_filesystem(repo)  # the objects were made durable by whoever wrote them
+            sync_filesystem(root)  # the objects were made durable by whoever wrote them
         if not mine.still(lock):
             held = False  # not ours any more: a newer writer's, or gone
             raise LockLost(expected)
         os.rename(lock, ref)
         held = False
         if durable:
-            fsync_dir(ref.parent)
+            fsync_dir(os.path.dirname(ref))
         faults.point("git.ref_moved")
     finally:
         if fd >= 0:
@@ -183,7 +185,7 @@ class _Mine:
         info = os.fstat(fd)
         return cls(info.st_dev, info.st_ino, content)
 
-    def still(self, lock: Path) -> bool:
+    def still(self, lock: str | Path) -> bool:
         """True while ``lock`` is this writer's: the same inode (a broken lock's number may be reused by the
         next one, hence the content too) holding what the writer wrote."""
         try:
@@ -206,7 +208,7 @@ def _set_epoch(fd: int, epoch: int) -> None:
         os.setxattr(fd, EPOCH_ATTRIBUTE, str(epoch).encode())
 
 
-def lock_epoch(lock: Path) -> int | None:
+def lock_epoch(lock: str | Path) -> int | None:
     """The lease epoch ``lock`` carries, None when it carries none (``FileNotFoundError`` if it is gone)."""
     try:
         return int(os.getxattr(lock, EPOCH_ATTRIBUTE))
@@ -218,12 +220,12 @@ def lock_epoch(lock: Path) -> int | None:
         return None
 
 
-def _take_lock(lock: Path, expected: str | None, epoch: int | None = None) -> int:
+def _take_lock(lock: str | Path, expected: str | None, epoch: int | None = None) -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
         return os.open(lock, flags, 0o644)
     except FileNotFoundError:
-        lock.parent.mkdir(parents=True, exist_ok=True)
+        Path(lock).parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         if not _break_stale_lock(lock, epoch):
             raise RefLocked(expected) from None
@@ -233,7 +235,7 @@ def _take_lock(lock: Path, expected: str | None, epoch: int | None = None) -> in
         raise RefLocked(expected) from None
 
 
-def _break_stale_lock(lock: Path, epoch: int | None = None) -> bool:
+def _break_stale_lock(lock: str | Path, epoch: int | None = None) -> bool:
     """Remove ``lock`` if its writer is stale (see the module): it carries an epoch older than ``epoch``
     (the breaker's lease), or it carries none and is older than ``STALE_LOCK_SECONDS``. A lock of the
     breaker's epoch or newer stays, however old: its writer's lease may be alive (or the breaker's own may
@@ -243,7 +245,7 @@ def _break_stale_lock(lock: Path, epoch: int | None = None) -> bool:
         if held is not None:
             if epoch is None or held >= epoch:
                 return False
-        elif time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS:
+        elif time.time() - os.stat(lock).st_mtime < STALE_LOCK_SECONDS:
             return False
     except FileNotFoundError:
         return True

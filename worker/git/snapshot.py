@@ -88,6 +88,7 @@ class CommitTrees:
 
 
 _UNSEEN = Tree([], [])  # marker: a folder the snapshot has not looked up yet
+_NOT_LOOKED_UP = (0, "")  # marker: an entry the snapshot has not looked up yet
 READ_MANY_FROM = 32  # from this many files on, one git cat-file reads them (git resolves deltas in C)
 
 
@@ -151,17 +152,18 @@ class Snapshot:
         return found
 
     def _entry(self, path: str) -> tuple[int, str] | None:
-        if path in self._entries:
-            return self._entries[path]
+        found = self._entries.get(path, _NOT_LOOKED_UP)
+        if found is not _NOT_LOOKED_UP:
+            return found
         folder, _, name = path.rpartition("/")
         tree = self._folder(folder)
-        found = self._entries[path] = None if tree is None else tree.find(name)
-        return found
+        entry = self._entries[path] = None if tree is None else tree.find(name)
+        return entry
 
     def version(self, path: str) -> str | None:
         """The blob id at ``path``, or None when no file is there."""
         entry = self._entry(path)
-        if entry is None or entry[0] not in (FILE_MODE, EXEC_MODE):
+        if entry is None or (entry[0] != FILE_MODE and entry[0] != EXEC_MODE):
             return None
         return entry[1]
 
