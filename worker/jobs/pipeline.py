@@ -104,7 +104,7 @@ class View:
         return self.repo.snapshot(commit) if commit is not None else Snapshot(self.repo, None, None)
 
 
-def decide(member: Member, view: View) -> Decided:
+def _decide(member: Member, view: View) -> Decided:
     """``member`` on ``view``: already landed (its own commit found), refused, a dry run's review, or a
     plan to commit. An unexpected error (``INTERNAL``, or not a ``WikiqError``) is raised."""
     record = member.record
@@ -228,7 +228,7 @@ def _round(
             for index, member in enumerate(members):
                 view = View(target.repo, draft.base, draft.head, target.policy, limits, key)
                 try:
-                    outcome = decide(member, view)
+                    outcome = _decide(member, view)
                 except Exception as exc:
                     if index == 0:
                         done.failed = exc
