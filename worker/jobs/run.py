@@ -30,10 +30,9 @@ from worker.jobs import lifecycle, pipeline
 from worker.jobs.context import Deps, JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease, schedule_webhook
 from worker.jobs.pipeline import Decided, Member
-from worker.jobs.records import JobRecord
 from worker.jobs.results import error_info
 from worker.jobs.storage import storage_fault
-from worker.jobs.targets import LocalTarget, RemoteTarget, Target
+from worker.jobs.targets import target_for
 from worker.schema.answers import ErrorInfo
 
 log = logging.getLogger("wikiq.worker")
@@ -97,21 +96,13 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
     return None if mine is None else ("failed" if mine.error else "succeeded")
 
 
-async def _target(ctx: JobContext, deps: Deps, record: JobRecord) -> Target:
-    """Where ``record``'s wiki lands: its remote when it is remote-backed, else its repository."""
-    entry = None if deps.wikis is None else await deps.wikis.entry(record.wiki)
-    if entry is not None and deps.wikis is not None:
-        return RemoteTarget(deps, deps.wikis, record.wiki, entry, ctx.get("owner"))
-    return LocalTarget(deps.store.open(record.wiki))
-
-
 async def _apply(ctx: JobContext, deps: Deps, head: Member, stop: asyncio.Event) -> list[Decided]:
     """Run the pipeline for ``head``: the outcome of it and of the jobs landed with it; empty when stopped
     while waiting for a remote. An error of the run itself is the head's outcome (or a retry)."""
     record = head.record
     lease = ctx.get("lease")
     try:
-        target = await _target(ctx, deps, record)
+        target = await target_for(deps, record.wiki, ctx.get("owner"))
         key = await deps.commit_key.get(
             deps.settings, deps.jobs.redis
         )  # before claiming: nothing to give back

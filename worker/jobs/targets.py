@@ -415,6 +415,15 @@ class RemoteTarget:
             )
 
 
+async def target_for(deps: Deps, wiki: str, owner: str | None) -> Target:
+    """Where ``wiki``'s batches land: its remote when it is remote-backed, else its repository (``owner``:
+    the worker holding the partition's lease, which fences the registry's head updates)."""
+    entry = None if deps.wikis is None else await deps.wikis.entry(wiki)
+    if entry is not None and deps.wikis is not None:
+        return RemoteTarget(deps, deps.wikis, wiki, entry, owner)
+    return LocalTarget(deps.store.open(wiki))
+
+
 def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:
     """``STORAGE_UNAVAILABLE`` when git failed writing our own cache (a full or read-only disk), not when
     the remote reports its own (``remote:`` lines)."""
