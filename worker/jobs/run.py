@@ -103,9 +103,8 @@ async def _apply(ctx: JobContext, deps: Deps, head: Member, stop: asyncio.Event)
     lease = ctx.get("lease")
     try:
         target = await target_for(deps, record.wiki, ctx.get("owner"))
-        key = await deps.commit_key.get(
-            deps.settings, deps.jobs.redis
-        )  # before claiming: nothing to give back
+        # the commit key before claiming: nothing to give back if Redis fails here
+        key = await deps.commit_key.get(deps.settings, deps.jobs.redis)
         return await pipeline.run(deps.jobs, target, head, deps.settings.limits, key, lease, stop)
     except Fenced:
         raise
