@@ -17,12 +17,13 @@ from arq import Retry
 
 from worker.git import GitStore, WikiRepo
 from worker.jobs.context import JobContext
+from worker.jobs.finish import finish
 from worker.jobs.leases import Lease
 from worker.jobs.lifecycle import start
-from worker.jobs.publish import Outcome
+from worker.jobs.pipeline import Decided, Member
 from worker.jobs.queue import connect
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps, _finish_all, apply_batch
+from worker.jobs.run import Deps, apply_batch
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, ErrorInfo
 from worker.schema.edits import Batch
@@ -135,8 +136,8 @@ async def test_an_overtaken_run_leaves_the_outcome_to_the_newer_run(
             running = await jobs.get(blocked.job_id)
             assert running is not None and running.status == "running" and running.runs == 2
             late = ErrorInfo(code="INTERNAL", message="run 1 gave up")
-            stale = Outcome(blocked.job_id, error=late, record=first, stored=first_stored)
-            await _finish_all(ctx, ctx["deps"], [stale])
+            stale = Decided(Member(first, first_stored, maybe_ran=False), error=late)
+            await finish(ctx, ctx["deps"], [stale])
             after_late = await jobs.get(blocked.job_id)
             assert after_late is not None and after_late.status == "running" and after_late.error is None
             blocked.lock.unlink()

@@ -6,7 +6,6 @@ import asyncio
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,9 +15,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from api.server.metrics import Snapshot, SnapshotCollector
 from worker.engine import preflight
 from worker.git import GitStore, Identity, WikiRepo
-from worker.git.policy import policy_for
-from worker.jobs.records import BatchSummary, JobRecord, now_ms
-from worker.jobs.run import run_batch
+from worker.git.repo import CommitGroup
+from worker.jobs.pipeline import Member, run
+from worker.jobs.queue import connect
+from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.targets import LocalTarget
 from worker.redis_server import RedisServer, free_port
 from worker.schema.answers import Author
 from worker.schema.edits import Batch, Create, Limits
@@ -125,23 +126,35 @@ async def test_started_recorder_flushes_events_from_threads(redis_server: RedisS
         await redis.aclose()
 
 
+class _RacedGroup(CommitGroup):
+    """A group whose first land finds ``main`` moved by a second, real writer just before its swap."""
+
+    def land(self, epoch: int | None = None) -> None:
+        repo = self.repo
+        assert isinstance(repo, _RacedRepo)
+        if not repo.raced:
+            repo.raced = True
+            head = repo.rival.head()
+            edits = [Create(op="create", path="wiki/rival.md", content="rival\n")]
+            repo.rival.commit_plan(
+                preflight(repo.rival.snapshot(head), edits), head, "rival", Identity("r", "r@x")
+            )
+        super().land(epoch)
+
+
 class _RacedRepo(WikiRepo):
     """A wiki whose ``main`` is moved by a second, real writer just before this one's first swap."""
 
     rival: WikiRepo
+    raced = False
 
-    def commit_plan(self, plan: Any, base: str | None, *args: Any, **kwargs: Any) -> str:
-        if not getattr(self, "raced", False):
-            self.raced = True
-            head = self.rival.head()
-            edits = [Create(op="create", path="wiki/rival.md", content="rival\n")]
-            self.rival.commit_plan(
-                preflight(self.rival.snapshot(head), edits), head, "rival", Identity("r", "r@x")
-            )
-        return super().commit_plan(plan, base, *args, **kwargs)
+    def group(self) -> CommitGroup:
+        return _RacedGroup(self)
 
 
-def test_lost_swap_counts_one_cas_retry_and_one_commit(data_dir: Path) -> None:
+async def test_lost_swap_counts_one_cas_retry_and_one_commit(
+    data_dir: Path, redis_server: RedisServer
+) -> None:
     """A batch whose first swap loses to another writer counts one ``moved`` retry and one commit size."""
     GitStore(data_dir).create("race")
     path = GitStore(data_dir).path("race")
@@ -162,8 +175,17 @@ def test_lost_swap_counts_one_cas_retry_and_one_commit(data_dir: Path) -> None:
     moved = field("wikiq_cas_retries", (("reason", "moved"),))
     edits_sum, bytes_sum = field("wikiq_commit_edits", (), "sum"), field("wikiq_commit_bytes", (), "sum")
     before = RECORDER.pending()
-    result = run_batch(repo, policy_for(path), Limits(), record, maybe_ran=False)
+    redis = await connect(redis_server.url)
+    try:
+        target = LocalTarget(repo)
+        first = Member(record, None, maybe_ran=False)
+        decided = await run(JobStore(redis, 600), target, first, Limits(), None, None, asyncio.Event())
+    finally:
+        await redis.aclose()
     after = RECORDER.pending()
+    assert len(decided) == 1 and decided[0].error is None
+    result = decided[0].result
+    assert result is not None
     assert result.commit == repo.head()
     assert after.get(moved, 0) - before.get(moved, 0) == 1
     assert after.get(edits_sum, 0) - before.get(edits_sum, 0) == 1

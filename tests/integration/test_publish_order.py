@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from worker.git import GitStore
-from worker.jobs.publish import claim_followers
+from worker.jobs.pipeline import claim
 from worker.jobs.queue import connect, queue_name
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
 from worker.jobs.run import Deps
@@ -50,14 +50,14 @@ async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer
         for n, record in enumerate(records):
             await jobs.create(record)
             await redis.zadd(queue_name(PARTITION), {record.job_id: now + n})
-        claimed = await claim_followers(deps, records[0], limit=8)
+        claimed = await claim(deps.jobs, records[0], limit=8)
         assert claimed == []
         third = await jobs.get("order-3")
         assert third is not None and third.status == "queued" and third.runs == 0
 
         await jobs.update("order-2", lambda r: r.model_copy(update={"status": "succeeded"}))
-        claimed = await claim_followers(deps, records[0], limit=8)  # a finished job does not stop it
-        assert [r.job_id for r in claimed] == ["order-3"]
+        claimed = await claim(deps.jobs, records[0], limit=8)  # a finished job does not stop it
+        assert [m.job_id for m in claimed] == ["order-3"]
     finally:
         for record in records:
             await jobs.delete(record.job_id, record.wiki)

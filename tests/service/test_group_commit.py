@@ -1,6 +1,6 @@
-"""Group commit (``worker.jobs.group``): batches of a local wiki queued behind the running one land with it,
-each as its own commit, in acceptance order, in one pack, one syncfs, one move of ``main``; and exactly once
-when the worker dies between landing them and recording them.
+"""Group commit (``worker.jobs.pipeline`` on a ``LocalTarget``): batches of a local wiki queued behind the
+running one land with it, each as its own commit, in acceptance order, in one pack, one syncfs, one move of
+``main``; and exactly once when the worker dies between landing them and recording them.
 
 Batches are queued while the in-process worker is paused, so they are all waiting when it resumes.
 """
@@ -15,12 +15,11 @@ from typing import Any
 from tests.gitutil import blob_id
 from tests.service.harness import Deployment, create
 from worker.git import GitStore
-from worker.git.policy import policy_for
-from worker.jobs import group
 from worker.jobs.arq_compat import job_keys
-from worker.jobs.group import Member
+from worker.jobs.pipeline import Member, run
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobStore, partition_of
+from worker.jobs.targets import LocalTarget
 
 SETTINGS = {"partitions": 1}  # one queue: every job of the module is behind the one running
 
@@ -120,20 +119,18 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
         jobs = JobStore(dep.redis, dep.settings.job_retention_seconds)
         head, stored = await jobs.update_stored(ids[0], _running)
         assert head is not None
-        members = [Member(head, stored, False, follower=False), *await group.claim(_deps(dep, jobs), head)]
-        assert [m.record.job_id for m in members] == ids
         store = GitStore(dep.data)
         repo = store.open(wiki)
         key = await _deps(dep, jobs).commit_key.get(dep.settings, dep.redis)  # the deployment's
-        landed = await asyncio.to_thread(
-            group.run_group, repo, policy_for(repo.path), dep.settings.limits, members, None, key
-        )
+        first = Member(head, stored, maybe_ran=False)
+        landed = await run(jobs, LocalTarget(repo), first, dep.settings.limits, key, None, asyncio.Event())
+        assert [d.job_id for d in landed] == ids
         store.close()
-        assert all(d.result is not None for d in landed.decided)
+        assert all(d.result is not None for d in landed)
         # ... and the worker dies here: nothing recorded, the jobs stay running in arq's queue
     results = [await dep.wait(job_id) for job_id in ids]
     assert [r["status"] for r in results] == ["succeeded"] * 3, results
-    assert [r["result"]["commit"] for r in results] == [d.result.commit for d in landed.decided if d.result]
+    assert [r["result"]["commit"] for r in results] == [d.result.commit for d in landed if d.result]
     log = await dep.commits(wiki, 5)
     assert [c["job_id"] for c in log[:3]] == list(reversed(ids))
     assert log[3]["commit"] == before

@@ -28,7 +28,7 @@ class Deps:
 
     ``wikis`` knows the remote-backed wikis (None: local wikis only, as in some tests); ``last_push``
     remembers, per remote name, when this process last pushed there (``time.monotonic()``; pushes to one
-    remote are spaced by it, ``worker.jobs.publish``); ``commit_key`` is the key of commit proofs.
+    remote are spaced by it, ``worker.jobs.targets``); ``commit_key`` is the key of commit proofs.
     """
 
     settings: Settings

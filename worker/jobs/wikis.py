@@ -5,7 +5,7 @@ A remote-backed wiki has, in each process that touches it, a bare cache ``<data>
 first use; nothing but Redis and the remote is shared, so workers and API processes may have separate data
 directories. Reads serve the head the registry names (the cache fetches when it lacks that commit) and
 never move the cache's ``main``: only the wiki's writer does that, after a publish or a fetch (see
-``worker.jobs.publish``), so a data directory shared by an API process and a worker stays consistent.
+``worker.jobs.targets``), so a data directory shared by an API process and a worker stays consistent.
 
 Attaching (``attach``) takes an operator-declared remote by name: an empty remote branch gets the initial
 commit pushed, a non-empty one is taken as it is and its tree is checked (paths wikiq refuses, files
