@@ -50,7 +50,7 @@ from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
 from worker.jobs.storage import storage_fault, storage_fault_in
 from worker.jobs.wikis import Wikis
-from worker.schema.edits import Batch, Rename, ReplaceAcross
+from worker.schema.edits import Batch, Delete, Edit, ExtractSection, Rename, ReplaceAcross, RetargetLinks
 
 log = logging.getLogger("wikiq.worker")
 GROUP_MAX = 32  # batches a local wiki's group lands at most (the head and 31 followers)
@@ -155,10 +155,16 @@ class Target(Protocol):
 def reads_widely(batch: Batch) -> bool:
     """True for a batch that may read many pages through git (it cannot follow another in a local group:
     git cannot see a draft's objects before they land)."""
-    return any(
-        isinstance(edit, ReplaceAcross) or (isinstance(edit, Rename) and edit.rewrite_links)
-        for edit in batch.edits
-    )
+    return any(_reads_widely(edit) for edit in batch.edits)
+
+
+def _reads_widely(edit: Edit) -> bool:
+    """An edit that reads the pages mentioning something: the link-rewriting ops and replace_across."""
+    if isinstance(edit, ReplaceAcross | RetargetLinks | ExtractSection):
+        return True
+    if isinstance(edit, Rename):
+        return edit.rewrite_links
+    return isinstance(edit, Delete) and edit.redirect_links_to is not None
 
 
 class LocalTarget:
