@@ -930,9 +930,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         answer.
 
         Use it when the user changes their mind while a batch waits. A cancel cannot be undone (to redo:
-        submit again with a new idempotency_key). Errors: NOT_CANCELLABLE (running or finished: see get_job;
-        undo a commit with a new write_batch), JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin);
-        RATE_LIMITED, INTERNAL: wait, retry.
+        submit again with a new idempotency_key); cancelling a cancelled job answers it again. Errors:
+        NOT_CANCELLABLE (running or finished: see get_job; undo a commit with a new write_batch),
+        JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin); RATE_LIMITED, INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).cancel(job_id))
 
