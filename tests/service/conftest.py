@@ -5,14 +5,15 @@ worker tasks and the test share one loop. A module may set ``SETTINGS = {...}`` 
 its deployment (e.g. a tokens file); ``fresh`` builds one with the overrides a test passes.
 
 A test marked ``both`` runs twice: over the in-process deployment and over real processes (an API, two
-workers and a Redis of their own, reached over loopback HTTP; that variant carries the ``e2e`` marker). Mark
+workers and a Redis of their own, reached over loopback HTTP, shared by the modules with the same settings;
+that variant carries the ``e2e`` marker). Mark
 so what only a real server shows: uvicorn's handling of a request, bodies over a socket, work split between
 worker processes, a long-poll woken from another process.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.service.harness import Deployment, deployment, hosted, process_deployment
+from tests.service.harness import Deployment, Services, deployment, hosted, process_deployment
 from worker.redis_server import RedisServer
 
 HERE = Path(__file__).parent
@@ -44,9 +45,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("dep", variants, indirect=True, scope="module")
 
 
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    """The deployments of real processes of the session, started on first use (one per distinct settings)."""
+    started = Services(tmp_path_factory.mktemp("services"))
+    yield started
+    started.stop()
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def dep(
-    request: pytest.FixtureRequest, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    redis_server: RedisServer,
+    services: Services,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Deployment]:
     """The API app, a worker and their Redis database and data directory, shared by a module's tests; or,
     as the ``processes`` parameter, those as real processes."""
@@ -57,7 +69,7 @@ async def dep(
     if callable(settings):
         settings = settings(root)
     built = (
-        process_deployment(root, **settings)
+        process_deployment(services, **settings)
         if variant == PROCESSES
         else deployment(redis_server, root, **settings)
     )

@@ -393,38 +393,59 @@ def settings_of(url: str, data: Path, overrides: dict[str, Any]) -> dict[str, An
 
 def environment(values: dict[str, Any]) -> dict[str, str]:
     """``values`` of ``Settings`` as the ``WIKIQ_*`` variables a process reads them from."""
-    text = {True: "true", False: "false"}
-    return {
-        f"WIKIQ_{name.upper()}": text[value] if isinstance(value, bool) else str(value)
-        for name, value in values.items()
-        if value is not None
-    }
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, tuple | list):
+            return ",".join(text(part) for part in value)  # a list setting is read comma-separated
+        return str(value)
+
+    return {f"WIKIQ_{name.upper()}": text(value) for name, value in values.items() if value is not None}
+
+
+class Services:
+    """Deployments of real processes (``Service``), started on first use and shared by every module asking
+    for the same settings (each test works on wikis of its own); all stopped by ``stop``."""
+
+    WORKERS = 2  # so that work is split between worker processes
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: dict[str, tuple[Service, Settings]] = {}
+
+    def get(self, overrides: dict[str, Any]) -> tuple[Service, Settings]:
+        """The running service with ``settings_of`` these overrides, and those settings."""
+        key = repr(sorted(overrides.items()))
+        if key not in self.started:
+            service = Service(self.root / f"processes-{len(self.started)}")
+            values = settings_of(service.redis.url, service.data, overrides)
+            settings = Settings(**values)
+            own = ("WIKIQ_REDIS_URL", "WIKIQ_DATA_DIR")  # the service's own, already set
+            service.env.update({k: v for k, v in environment(values).items() if k not in own})
+            self.started[key] = (service.start(self.WORKERS, int(settings.webhook_senders)), settings)
+        return self.started[key]
+
+    def stop(self) -> None:
+        """Stop every service started."""
+        for service, _ in self.started.values():
+            service.stop()
 
 
 @contextlib.asynccontextmanager
-async def process_deployment(root: Path, workers: int = 2, **overrides: Any) -> AsyncIterator[Deployment]:
-    """A deployment of real processes under ``root``: its own Redis, one API, ``workers`` workers, and a
-    webhook sender if the settings want one; the same settings as ``deployment`` gives, as variables."""
-    service = Service(root)
-    values = settings_of(service.redis.url, service.data, overrides)
-    settings = Settings(**values)
-    variables = {
-        k: v for k, v in environment(values).items() if k not in ("WIKIQ_REDIS_URL", "WIKIQ_DATA_DIR")
-    }
-    service.env.update(variables)
-    await asyncio.to_thread(service.start, workers, int(settings.webhook_senders))
+async def process_deployment(services: Services, **overrides: Any) -> AsyncIterator[Deployment]:
+    """A deployment of real processes (one API, ``Services.WORKERS`` workers, a webhook sender if the
+    settings want one, their own Redis) with the settings ``deployment`` gives, passed as variables."""
+    service, settings = await asyncio.to_thread(services.get, overrides)
+    redis = await connect(service.redis.url)
     try:
-        redis = await connect(service.redis.url)
+        deployed = Deployment(settings, None, ProcessWorkers(service, services.WORKERS), redis, service)
         try:
-            deployed = Deployment(settings, None, ProcessWorkers(service, workers), redis, service)
-            try:
-                yield deployed
-            finally:
-                await deployed.close()
+            yield deployed
         finally:
-            await redis.aclose()
+            await deployed.close()
     finally:
-        await asyncio.to_thread(service.stop)
+        await redis.aclose()
 
 
 @contextlib.asynccontextmanager
