@@ -20,6 +20,7 @@ import base64
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -427,9 +428,10 @@ class Services:
         return self.started[key]
 
     def stop(self) -> None:
-        """Stop every service started."""
-        for service, _ in self.started.values():
-            service.stop()
+        """Stop every service started, all at once (each waits for its processes to end)."""
+        services = [service for service, _ in self.started.values()]
+        with ThreadPoolExecutor(max(1, len(services))) as pool:
+            list(pool.map(Service.stop, services))
 
 
 @contextlib.asynccontextmanager
