@@ -6,9 +6,9 @@ its deployment (e.g. a tokens file); ``fresh`` builds one with the overrides a t
 
 A test marked ``both`` runs twice: over the in-process deployment and over real processes (an API, two
 workers and a Redis of their own, reached over loopback HTTP, shared by the modules with the same settings;
-that variant carries the ``e2e`` marker). Mark
-so what only a real server shows: uvicorn's handling of a request, bodies over a socket, work split between
-worker processes, a long-poll woken from another process.
+that variant carries the ``e2e`` marker). Mark so what only a real server shows: uvicorn's handling of a
+request, bodies over a socket, work split between worker processes, a long-poll woken from another process.
+A ``both`` test uses only what either has: HTTP, ``redis``, ``settings``, ``worker.paused()``; not ``app``.
 """
 
 from __future__ import annotations
