@@ -212,6 +212,16 @@ def _logged_attempts(service: Service, process: str, job_id: str) -> int:
     return sum(1 for line in lines if "webhook.attempt" in line and job_id in line)
 
 
+def _attempts_logged(service: Service, process: str, job_id: str, timeout: float = 30) -> int:
+    """``_logged_attempts`` once there is one. An attempt is logged just after it is recorded on
+    the job, so a job showing it delivered may be read before the line is written."""
+    deadline = time.monotonic() + timeout
+    while (count := _logged_attempts(service, process, job_id)) == 0:
+        assert time.monotonic() < deadline, _lines_of(service, job_id)
+        time.sleep(0.05)  # polling the process's log file, which nothing announces
+    return count
+
+
 def _lines_of(service: Service, job_id: str) -> list[str]:
     """Every log line of the deployment naming ``job_id`` (what an assertion shows when it fails)."""
     return [line for line in service.logs().splitlines() if job_id in line]
@@ -234,7 +244,7 @@ def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
         sent = _submit(service, receiver.url("/sender"), "net")
         receiver.wait_for(lambda: len(receiver.at("/sender")) == 1)
         _job_when(service, sent, lambda job: job["webhook"]["state"] == "delivered")
-        assert _logged_attempts(service, "webhooks", sent) == 1
+        assert _attempts_logged(service, "webhooks", sent) == 1
         assert _logged_attempts(service, "worker", sent) == 0
         (sender,) = service.senders
         sender.kill()
@@ -245,7 +255,7 @@ def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
         assert value(waiting, "wikiq_webhook_queue_depth", state="deferred") == 1  # the safety net
         job = _job_when(service, netted, lambda job: job["webhook"]["state"] == "delivered")
         assert len(job["webhook"]["attempts"]) == 1 and len(receiver.at("/net")) == 1
-        assert _logged_attempts(service, "worker", netted) == 1, _lines_of(service, netted)
+        assert _attempts_logged(service, "worker", netted) == 1, _lines_of(service, netted)
         (delivery,) = receiver.at("/net")
         assert _verify(delivery.headers, delivery.body)["data"]["job_id"] == netted
 
@@ -253,7 +263,7 @@ def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
         alone = _submit(service, receiver.url("/alone"), "net")
         receiver.wait_for(lambda: len(receiver.at("/alone")) == 1, timeout=8)  # the net would take 11 s
         _job_when(service, alone, lambda job: job["webhook"]["state"] == "delivered")
-        assert _logged_attempts(service, "worker", alone) == 1, _lines_of(service, alone)
+        assert _attempts_logged(service, "worker", alone) == 1, _lines_of(service, alone)
         # nothing handed over for it: only the dead sender's record still waits
         assert value(scrape_when(service, lambda s: True), "wikiq_webhook_first_attempts_waiting") == 1
     finally:
