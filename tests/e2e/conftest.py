@@ -9,6 +9,8 @@ import pytest
 
 from tests.e2e.service import Service
 
+HERE = Path(__file__).parent
+
 
 @pytest.fixture(scope="module")
 def svc(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
@@ -25,3 +27,10 @@ def service(tmp_path: Path) -> Iterator[Service]:
     svc = Service(tmp_path).start(workers=1)
     yield svc
     svc.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of this package ``e2e`` (``-m "not e2e"`` leaves out the process-level tests)."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.e2e)

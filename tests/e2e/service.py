@@ -107,18 +107,14 @@ class Service:
         process.wait()
         self.workers.remove(process)
 
+    def stop_workers(self) -> None:
+        """Stop every worker gracefully (SIGTERM: each finishes its job in flight and lets its leases go)."""
+        _terminate(self.workers)
+        self.workers.clear()
+
     def stop(self) -> None:
         """Stop everything (workers and webhook senders gracefully, then the API, then Redis)."""
-        processes = [*self.workers, *self.senders, *([self.api] if self.api else [])]
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        _terminate([*self.workers, *self.senders, *([self.api] if self.api else [])])
         self.workers.clear()
         self.senders.clear()
         self.client.close()
@@ -160,3 +156,16 @@ class Service:
         answer = self.submit(wiki, batch)
         assert answer.status_code == 202, answer.text
         return self.wait(answer.json()["job_id"])
+
+
+def _terminate(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every process still running, then wait for each (SIGKILL after 20 s)."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,4 +1,9 @@
-"""Many principals, one service: tokens, rights per wiki, path prefixes, identities, rate limits."""
+"""Many principals, one service of real processes: what only processes show of tokens and rights.
+
+Start-up refusals (a public bind without tokens, a malformed tokens file), ``wikiq token new``, the status
+page's cookie, and rights over job ids and refactor ops through a real server. The access table, path
+prefixes, identities and the rate limit are tests/service/test_rights.py (the table over processes too).
+"""
 
 from __future__ import annotations
 
@@ -109,48 +114,6 @@ TABLE += [
 ]
 
 
-@pytest.mark.parametrize(("who", "wiki", "method", "path", "status"), TABLE)
-def test_access_table(
-    secured: Service, who: str | None, wiki: str, method: str, path: str, status: int
-) -> None:
-    """Each principal x wiki x endpoint answers the expected 200/202/401/403/404 with the error object."""
-    with _as(secured, who) as client:
-        answer = client.request(method, path.format(w=wiki), json=_batch() if method == "POST" else None)
-    assert answer.status_code == status, answer.text
-    if status >= 400:
-        error = answer.json()["error"]
-        assert error["code"] == {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "WIKI_NOT_FOUND"}[status]
-    if status == 401:
-        assert answer.headers["www-authenticate"] == "Bearer"
-
-
-def test_denied_wiki_answers_like_a_missing_one(secured: Service) -> None:
-    """For a caller who may not read it, an existing wiki gets the same status and code as a missing one."""
-    with _as(secured, "alice") as client:
-        existing = client.get("/v1/wikis/wb/pages/index.md")
-        missing = client.get("/v1/wikis/nope/pages/index.md")
-    assert existing.status_code == missing.status_code == 404
-    assert existing.json()["error"]["code"] == missing.json()["error"]["code"]
-    assert "exist" not in existing.json()["error"]["message"].replace("does not exist", "")
-
-
-def test_wiki_list_shows_only_readable_wikis(secured: Service) -> None:
-    """GET /v1/wikis lists only the wikis the caller may read."""
-    with _as(secured, "alice") as client:
-        assert [w["id"] for w in client.get("/v1/wikis").json()["wikis"]] == ["wa"]
-    with _as(secured, "bob") as client:
-        assert [w["id"] for w in client.get("/v1/wikis").json()["wikis"]] == ["wb"]
-
-
-def test_creating_a_wiki_needs_admin(secured: Service) -> None:
-    """Only a principal with admin may create a wiki; others get 403 whether or not it exists."""
-    with _as(secured, "alice") as client:
-        assert client.post("/v1/wikis", json={"id": "newone"}).status_code == 403
-        assert client.post("/v1/wikis", json={"id": "wa"}).status_code == 403
-    with _as(secured, "root") as client:
-        assert client.post("/v1/wikis", json={"id": "newone"}).status_code == 201
-
-
 def test_token_for_a_cannot_see_b_jobs_by_id(secured: Service) -> None:
     """A job of wiki wb is invisible (404) to a token that may not read wb, for GET, DELETE and redeliver."""
     answer = secured.submit(
@@ -172,68 +135,6 @@ def test_token_for_a_cannot_see_b_jobs_by_id(secured: Service) -> None:
         assert client.delete(f"/v1/jobs/{job_id}").status_code == 403
 
 
-def test_each_principal_is_the_author_of_its_commits(secured: Service) -> None:
-    """Two principals writing to one wiki: each commit carries its submitter as author; wikiq commits."""
-    jobs = {}
-    for who, path in [("alice", "wiki/by-alice.md"), ("carol", "wiki/team-a/by-carol.md")]:
-        with _as(secured, who) as client:
-            body = {"message": f"by {who}", "edits": [{"op": "create", "path": path, "content": who}]}
-            jobs[who] = client.post("/v1/wikis/wa/batches", json=body).json()["job_id"]
-    commits = {}
-    for job_id in jobs.values():
-        assert secured.wait(job_id)["status"] == "succeeded"
-    for commit in secured.client.get("/v1/wikis/wa/commits").json()["commits"]:
-        commits[commit["job_id"]] = commit
-    assert commits[jobs["alice"]]["author"] == {"name": "Alice Agent", "email": "alice@example.org"}
-    assert commits[jobs["carol"]]["author"] == {"name": "Carol Team", "email": "carol@example.org"}
-    repo = secured.data / "wikis" / "wa.git"
-    committer = subprocess.run(
-        ["git", "--git-dir", str(repo), "log", "-1", "--format=%cn <%ce>", "main"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert committer == "wikiq <wikiq@localhost>"
-
-
-@pytest.mark.parametrize("path", ["wiki/team-b/x.md", "index.md", "wiki/team-ab/x.md"])
-def test_path_prefix_refuses_the_whole_batch_without_naming_the_path(secured: Service, path: str) -> None:
-    """A writer limited to wiki/team-a/ is refused (403) a batch touching another path, which is not named."""
-    body = {
-        "message": "m",
-        "edits": [
-            {"op": "create", "path": "wiki/team-a/fine.md", "content": ""},
-            {"op": "create", "path": path, "content": ""},
-        ],
-    }
-    with _as(secured, "carol") as client:
-        before = client.get("/v1/wikis/wa/jobs").json()["jobs"]
-        answer = client.post("/v1/wikis/wa/batches", json=body)
-        after = client.get("/v1/wikis/wa/jobs").json()["jobs"]
-    assert answer.status_code == 403
-    error = answer.json()["error"]
-    assert error["code"] == "FORBIDDEN" and error["index"] is None
-    assert path not in answer.text and "team" not in error["message"]
-    assert before == after
-
-
-def test_rename_target_outside_prefix_is_refused(secured: Service) -> None:
-    """A rename whose new_path leaves the caller's prefix is refused like any other denied path."""
-    body = {
-        "message": "m",
-        "edits": [
-            {
-                "op": "rename",
-                "path": "wiki/team-a/a.md",
-                "new_path": "wiki/b.md",
-                "expected_version": "0" * 40,
-            }
-        ],
-    }
-    with _as(secured, "carol") as client:
-        assert client.post("/v1/wikis/wa/batches", json=body).status_code == 403
-
-
 @pytest.mark.parametrize(
     ("edit", "status"),
     [
@@ -251,23 +152,6 @@ def test_refactor_ops_respect_path_prefixes(secured: Service, edit: dict[str, An
     with _as(secured, "carol") as client:
         answer = client.post("/v1/wikis/wa/batches", json={"message": "m", "edits": [edit], "dry_run": True})
     assert answer.status_code == status, answer.text
-
-
-def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
-    """Past the per-principal submission limit the API answers 429 RATE_LIMITED with Retry-After."""
-    service = Service(tmp_path, WIKIQ_RATE_LIMIT_SUBMISSIONS="3", WIKIQ_RATE_LIMIT_WINDOW_SECONDS="30").start(
-        0
-    )
-    try:
-        service.create_wiki("rl")
-        statuses = [service.submit("rl", _batch(f"wiki/r{i}.md")).status_code for i in range(3)]
-        assert statuses == [202, 202, 202]
-        answer = service.submit("rl", _batch("wiki/r9.md"))
-        assert answer.status_code == 429
-        assert answer.json()["error"]["code"] == "RATE_LIMITED"
-        assert 1 <= int(answer.headers["retry-after"]) <= 30
-    finally:
-        service.stop()
 
 
 def test_single_user_mode_refuses_a_public_bind(tmp_path: Path) -> None:

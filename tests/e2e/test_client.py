@@ -1,8 +1,11 @@
-"""The Python client (``api.client``), sync and async, against real processes: Redis, the API and a worker."""
+"""The Python client (``api.client``), sync and async, against real processes: Redis, the API and a worker.
+
+What a client over a real socket adds: its URL and token from the environment, an unreachable server, the
+sync client's refactor calls; each call's answers are tests/service/test_python_client.py.
+"""
 
 from __future__ import annotations
 
-import base64
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -10,12 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from api.client import AsyncClient, Client, ClientError, ConnectionFailed, raise_for_error
+from api.client import AsyncClient, Client, ClientError, ConnectionFailed
 from tests.e2e.service import Service
-from tests.gitutil import blob_id as git_version
 from worker.redis_server import free_port
-from worker.schema.answers import Job
-from worker.schema.edits import Batch, Create, Replace
+from worker.schema.edits import Batch, Replace
 
 _serial = itertools.count()
 
@@ -37,112 +38,6 @@ def new_wiki(svc: Service, stem: str) -> str:
 def create(path: str, content: str) -> dict[str, Any]:
     """A create edit."""
     return {"op": "create", "path": path, "content": content}
-
-
-def test_wikis_create_and_list(client: Client) -> None:
-    """create_wiki answers the new head and list_wikis then shows the wiki with that head."""
-    made = client.create_wiki(f"made-{next(_serial)}")
-    assert made.head is not None and len(made.head) == 40
-    assert any(w.id == made.id and w.head == made.head for w in client.list_wikis())
-    with pytest.raises(ClientError) as refused:
-        client.create_wiki(made.id)
-    assert (refused.value.code, refused.value.status) == ("WIKI_EXISTS", 409)
-
-
-def test_submit_wait_returns_typed_job(svc: Service, client: Client) -> None:
-    """submit(wait=True) returns a succeeded Job whose applied versions are the pages' versions."""
-    wiki = new_wiki(svc, "typed")
-    batch = Batch(message="two pages", edits=[Create(op="create", path="wiki/a.md", content="A\n")])
-    job = client.submit(wiki, batch, wait=True)
-    assert isinstance(job, Job) and job.status == "succeeded" and job.wiki == wiki
-    assert job.result is not None and job.result.commit == client.commits(wiki, 1)[0].commit
-    (applied,) = job.result.applied
-    assert (applied.index, applied.op, applied.path) == (0, "create", "wiki/a.md")
-    assert applied.version == git_version(b"A\n") == client.read_page(wiki, "wiki/a.md").version
-    assert client.commits(wiki, 1)[0].job_id == job.job_id
-
-
-def test_pages_iterate_read_and_search(svc: Service, client: Client) -> None:
-    """iter_pages follows cursors; read_page and read_bytes give exact text and bytes; search finds lines."""
-    wiki = new_wiki(svc, "pages")
-    binary = bytes(range(256))
-    edits = [create(f"wiki/p{i}.md", f"page {i}\n") for i in range(5)]
-    edits.append(
-        {
-            "op": "create",
-            "path": "raw/blob.bin",
-            "content": base64.b64encode(binary).decode(),
-            "encoding": "base64",
-        }
-    )
-    raise_for_error(client.submit(wiki, {"message": "pages", "edits": edits}, wait=True))
-    listed = [p.path for p in client.iter_pages(wiki, page_size=2)]
-    assert listed == sorted(listed) and len(listed) == 9
-    first = client.list_pages(wiki, prefix="wiki/", limit=2)
-    assert [p.path for p in first.pages] == ["wiki/p0.md", "wiki/p1.md"] and first.next_cursor
-    page = client.read_page(wiki, "wiki/p3.md")
-    assert (page.content, page.encoding, page.size, page.version) == (
-        "page 3\n",
-        "utf-8",
-        7,
-        git_version(b"page 3\n"),
-    )
-    blob = client.read_page(wiki, "raw/blob.bin")
-    assert blob.encoding == "base64" and client.read_bytes(wiki, "raw/blob.bin") == binary
-    assert [(m.path, m.line, m.text) for m in client.search(wiki, "PAGE 4")] == [("wiki/p4.md", 1, "page 4")]
-
-
-def test_failed_job_and_refusals(svc: Service, client: Client) -> None:
-    """A worker refusal is a failed Job naming the edit; a submission refusal raises with status and index."""
-    wiki = new_wiki(svc, "refused")
-    stale = "0" * 40
-    edits = [
-        create("wiki/new.md", "x\n"),
-        {"op": "overwrite", "path": "index.md", "content": "y\n", "expected_version": stale},
-    ]
-    job = client.submit(wiki, {"message": "stale", "edits": edits}, wait=True)
-    assert job.status == "failed" and job.result is None
-    assert job.error is not None and (job.error.code, job.error.index) == ("VERSION_MISMATCH", 1)
-    with pytest.raises(ClientError) as failed:
-        raise_for_error(job)
-    assert (failed.value.code, failed.value.index) == ("VERSION_MISMATCH", 1)
-    with pytest.raises(ClientError) as zone:
-        client.submit(wiki, {"message": "zone", "edits": [create("wiki/ok.md", ""), create("etc/x.md", "")]})
-    assert (zone.value.code, zone.value.index, zone.value.status) == ("ZONE_FORBIDDEN", 1, 422)
-    with pytest.raises(ClientError) as missing:
-        client.read_page(wiki, "wiki/none.md")
-    assert (missing.value.code, missing.value.status) == ("NOT_FOUND", 404)
-
-
-def test_job_wait_cancel_and_jobs(svc: Service, client: Client) -> None:
-    """job(wait=True) long-polls to the end; a finished job is not cancellable; jobs() lists newest first."""
-    wiki = new_wiki(svc, "jobs")
-    queued = client.submit(wiki, {"message": "one", "edits": [create("wiki/one.md", "1\n")]})
-    assert queued.status in ("queued", "running", "succeeded") and queued.wiki == wiki
-    done = client.job(queued.job_id, wait=True)
-    assert done.status == "succeeded" and done.finished
-    with pytest.raises(ClientError) as late:
-        client.cancel(done.job_id)
-    assert (late.value.code, late.value.status) == ("NOT_CANCELLABLE", 409)
-    second = client.submit(wiki, {"message": "two", "edits": [create("wiki/two.md", "2\n")]}, wait=30.0)
-    assert second.status == "succeeded"
-    assert [j.job_id for j in client.jobs(wiki)] == [second.job_id, done.job_id]
-    assert [j.job_id for j in client.jobs(wiki, status="succeeded", limit=1)] == [second.job_id]
-    with pytest.raises(ClientError) as unknown:
-        client.job("01NOSUCHJOB")
-    assert unknown.value.code == "JOB_NOT_FOUND"
-
-
-def test_idempotency_key(svc: Service, client: Client) -> None:
-    """The same Idempotency-Key and batch return the same job; another batch under it is refused."""
-    wiki = new_wiki(svc, "idem")
-    batch = {"message": "once", "edits": [create("wiki/once.md", "1\n")]}
-    first = client.submit(wiki, batch, idempotency_key="k-1", wait=True)
-    again = client.submit(wiki, batch, idempotency_key="k-1", wait=True)
-    assert again.job_id == first.job_id and again.status == "succeeded"
-    with pytest.raises(ClientError) as conflict:
-        client.submit(wiki, {**batch, "message": "other"}, idempotency_key="k-1")
-    assert conflict.value.code == "IDEMPOTENCY_CONFLICT"
 
 
 def test_env_url_token_and_unreachable(svc: Service, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,8 +126,13 @@ def test_a_worker_paused_holding_main_lock_records_nothing_after_a_takeover(
         assert [line for line in log_md.splitlines() if line.startswith("- line")] == [
             f"- line {n}" for n in range(BATCHES)
         ]
-        succeeded = [line["job_id"] for line in _log_lines(service) if line.get("event") == "job.succeeded"]
-        assert sorted(succeeded) == sorted(jobs), "one job.succeeded per job, by the run that recorded it"
+
+        def succeeded() -> list[str]:
+            return [line["job_id"] for line in _log_lines(service) if line.get("event") == "job.succeeded"]
+
+        # a job is logged as succeeded just after it is recorded so: its line may still be on its way
+        _wait_until("a job.succeeded line per job", lambda: set(succeeded()) >= set(jobs))
+        assert sorted(succeeded()) == sorted(jobs), "one job.succeeded per job, by the run that recorded it"
         assert not lock.exists()
         fsck = subprocess.run(
             ["git", "--git-dir", str(service.data / "wikis" / f"{wiki}.git"), "fsck", "--no-dangling"],

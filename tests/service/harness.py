@@ -1,5 +1,8 @@
 """A whole wikiq deployment in the test's event loop: the API app, a worker's consumers, real Redis and git.
 
+Or the same ``Deployment`` over real processes (``processes``): an API, worker processes and a Redis server of
+their own, started by ``tests.e2e.service.Service``, reached over loopback HTTP.
+
 The API is ``create_app(settings)`` reached through ``httpx.ASGITransport`` with its lifespan entered here
 (ASGITransport does not run it). Batches are consumed by one ``PartitionRunner`` per partition (arq's own
 ``Worker``, one job at a time) woken by the partition doorbells, exactly as a ``wikiq worker`` does, but as
@@ -17,6 +20,7 @@ import base64
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -27,6 +31,7 @@ from fastapi import FastAPI
 from redis.exceptions import RedisError
 
 from api.server.app import create_app
+from tests.e2e.service import Service
 from tests.gitutil import blob_id
 from worker.git import GitStore
 from worker.jobs.consumer import PartitionRunner
@@ -154,16 +159,71 @@ class InProcessWorker:
         self.store.close()
 
 
-class Deployment:
-    """The app, its HTTP clients and its worker, with the API helpers tests share."""
+class ProcessWorkers(InProcessWorker):
+    """The worker processes of a ``Service`` behind ``InProcessWorker``'s interface: ``stop`` ends them
+    gracefully (SIGTERM, their jobs in flight finish), ``start`` starts as many again, so ``paused()`` works
+    alike; ``deps`` and ``context`` (a job function called in this process) have no process counterpart."""
 
-    def __init__(self, settings: Settings, app: FastAPI, worker: InProcessWorker, redis: ArqRedis) -> None:
+    def __init__(self, service: Service, count: int) -> None:
+        self.service = service
+        self.count = count
+
+    @property
+    def deps(self) -> Deps:
+        """Not available: the jobs run in other processes."""
+        raise TypeError("a deployment of processes has no in-process worker dependencies")
+
+    async def start(self) -> None:
+        """Start the worker processes."""
+        for _ in range(self.count - len(self.service.workers)):
+            self.service.start_worker()
+
+    async def stop(self) -> None:
+        """End every worker process after its jobs in flight."""
+        await asyncio.to_thread(self.service.stop_workers)
+
+    async def close(self) -> None:
+        """Nothing of its own: the service stops its processes."""
+
+
+class Deployment:
+    """The app, its HTTP clients and its worker, with the API helpers tests share.
+
+    Over real processes (``processes``) there is no ``app``; clients talk HTTP to ``url`` instead.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: FastAPI | None,
+        worker: InProcessWorker,
+        redis: ArqRedis,
+        service: Service | None = None,
+    ) -> None:
         self.settings = settings
-        self.app = app
+        self._app = app
         self.worker = worker
         self.redis = redis
+        self.service = service
         self.clients: list[httpx.AsyncClient] = []
         self.client = self.as_(None)
+
+    @property
+    def processes(self) -> bool:
+        """Whether this deployment is real processes (else the app in this event loop)."""
+        return self.service is not None
+
+    @property
+    def app(self) -> FastAPI:
+        """The in-process app (a deployment of processes has none)."""
+        if self._app is None:
+            raise TypeError("a deployment of processes has no in-process app")
+        return self._app
+
+    @property
+    def url(self) -> str:
+        """The base URL its clients send to."""
+        return BASE_URL if self.service is None else self.service.url
 
     @property
     def data(self) -> Path:
@@ -175,11 +235,13 @@ class Deployment:
         return self.data / "wikis" / f"{wiki}.git"
 
     def as_(self, token: str | None, raise_app_exceptions: bool = True) -> httpx.AsyncClient:
-        """A client of the in-process app sending ``Authorization: Bearer <token>`` (None: no header)."""
+        """A client of the app sending ``Authorization: Bearer <token>`` (None: no header)."""
         headers = {} if token is None else {"authorization": f"Bearer {token}"}
-        transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=raise_app_exceptions)
+        transport = None
+        if self.service is None:
+            transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=raise_app_exceptions)
         client = httpx.AsyncClient(
-            transport=transport, base_url=BASE_URL, headers=headers, timeout=CEILING * 2
+            transport=transport, base_url=self.url, headers=headers, timeout=CEILING * 2
         )
         self.clients.append(client)
         return client
@@ -281,31 +343,16 @@ class Deployment:
 
 @contextlib.asynccontextmanager
 async def deployment(server: RedisServer, root: Path, **overrides: Any) -> AsyncIterator[Deployment]:
-    """A deployment on a fresh Redis database of ``server`` and a fresh data directory under ``root``.
-
-    Settings default to those of the process-level tests (private webhook hosts allowed, a webhook secret,
-    no rate limit) with two partitions, and no webhook sender process (the worker queues each first attempt
-    on arq at once, as ``WIKIQ_WEBHOOK_SENDERS=false`` does); ``overrides`` replace any of them.
-    """
+    """A deployment on a fresh Redis database of ``server`` and a fresh data directory under ``root``, with
+    ``settings_of`` (``overrides`` replacing any)."""
     data = root / "data"
     data.mkdir(parents=True, exist_ok=True)
     assert _free_databases, "more live deployments than Redis databases"
     db = min(_free_databases)
     _free_databases.remove(db)
     url = redis_url(server, db)
-    values: dict[str, Any] = {
-        "redis_url": url,
-        "data_dir": data,
-        "partitions": 2,
-        "webhook_allow_private": True,
-        "webhook_secret": TEST_SECRET,
-        "rate_limit_submissions": 0,
-        "redeliver_interval_seconds": 0,
-        "webhook_senders": False,
-        **overrides,
-    }
     try:
-        settings = Settings(**values)
+        settings = Settings(**settings_of(url, data, overrides))
         redis = await connect(url)
         try:
             await redis.flushdb()
@@ -326,6 +373,81 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
             await redis.aclose()
     finally:
         _free_databases.add(db)
+
+
+def settings_of(url: str, data: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a test deployment: those of the process-level tests (private webhook hosts allowed,
+    a webhook secret, no rate limit) with two partitions and no webhook sender process (the worker queues
+    each first attempt on arq at once, as ``WIKIQ_WEBHOOK_SENDERS=false`` does); ``overrides`` replace any."""
+    return {
+        "redis_url": url,
+        "data_dir": data,
+        "partitions": 2,
+        "webhook_allow_private": True,
+        "webhook_secret": TEST_SECRET,
+        "rate_limit_submissions": 0,
+        "redeliver_interval_seconds": 0,
+        "webhook_senders": False,
+        **overrides,
+    }
+
+
+def environment(values: dict[str, Any]) -> dict[str, str]:
+    """``values`` of ``Settings`` as the ``WIKIQ_*`` variables a process reads them from."""
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, tuple | list):
+            return ",".join(text(part) for part in value)  # a list setting is read comma-separated
+        return str(value)
+
+    return {f"WIKIQ_{name.upper()}": text(value) for name, value in values.items() if value is not None}
+
+
+class Services:
+    """Deployments of real processes (``Service``), started on first use and shared by every module asking
+    for the same settings (each test works on wikis of its own); all stopped by ``stop``."""
+
+    WORKERS = 2  # so that work is split between worker processes
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: dict[str, tuple[Service, Settings]] = {}
+
+    def get(self, overrides: dict[str, Any]) -> tuple[Service, Settings]:
+        """The running service with ``settings_of`` these overrides, and those settings."""
+        key = repr(sorted(overrides.items()))
+        if key not in self.started:
+            service = Service(self.root / f"processes-{len(self.started)}")
+            values = settings_of(service.redis.url, service.data, overrides)
+            settings = Settings(**values)
+            own = ("WIKIQ_REDIS_URL", "WIKIQ_DATA_DIR")  # the service's own, already set
+            service.env.update({k: v for k, v in environment(values).items() if k not in own})
+            self.started[key] = (service.start(self.WORKERS, int(settings.webhook_senders)), settings)
+        return self.started[key]
+
+    def stop(self) -> None:
+        """Stop every service started, all at once (each waits for its processes to end)."""
+        services = [service for service, _ in self.started.values()]
+        with ThreadPoolExecutor(max(1, len(services))) as pool:
+            list(pool.map(Service.stop, services))
+
+
+@contextlib.asynccontextmanager
+async def process_deployment(services: Services, **overrides: Any) -> AsyncIterator[Deployment]:
+    """A deployment of real processes (one API, ``Services.WORKERS`` workers, a webhook sender if the
+    settings want one, their own Redis) with the settings ``deployment`` gives, passed as variables."""
+    service, settings = await asyncio.to_thread(services.get, overrides)
+    redis = await connect(service.redis.url)
+    try:
+        deployed = Deployment(settings, None, ProcessWorkers(service, services.WORKERS), redis, service)
+        try:
+            yield deployed
+        finally:
+            await deployed.close()
+    finally:
+        await redis.aclose()
 
 
 @contextlib.asynccontextmanager

@@ -327,6 +327,7 @@ async def test_commit_job_id_is_the_real_job_even_if_message_names_another(dep: 
     assert latest["job_id"] == job["job_id"], latest
 
 
+@pytest.mark.both  # two worker processes share the partitions: order must hold across them
 async def test_batches_of_one_wiki_apply_in_submission_order(dep: Deployment) -> None:
     """30 batches submitted at once to one wiki become 30 commits in submission order."""
     wiki = await dep.new_wiki("order")

@@ -16,6 +16,7 @@ from worker.jobs.run import apply_batch
 UNKNOWN = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 
 
+@pytest.mark.both  # the poll held by the API process is woken by a worker process
 async def test_long_poll_answers_when_the_job_finishes(dep: Deployment) -> None:
     """A long-poll started while the job is queued answers with the finished job once a worker runs it."""
     wiki = await dep.new_wiki("poll")

@@ -76,6 +76,7 @@ async def test_create_wiki_with_bad_body_is_422(dep: Deployment, body: bytes) ->
     assert "ok-id" not in {w["id"] for w in (await dep.client.get("/v1/wikis")).json()["wikis"]}
 
 
+@pytest.mark.both  # simultaneous requests over real connections to uvicorn
 async def test_concurrent_creates_of_one_wiki(dep: Deployment) -> None:
     """Of eight simultaneous creates of one wiki exactly one answers 201 and the others 409 WIKI_EXISTS."""
     wiki = "race-of-eight"
@@ -108,6 +109,7 @@ async def test_list_wikis_gives_id_and_head(dep: Deployment) -> None:
     listed = answer.json()["wikis"]
     ids = [w["id"] for w in listed]
     assert len(ids) == len(set(ids))
+    assert all(set(w) >= {"id", "head"} for w in listed), listed
     heads = {w["id"]: w["head"] for w in listed}
     assert heads[one] == await dep.head(one)
     assert heads[two] == await dep.head(two)

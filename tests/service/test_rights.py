@@ -114,6 +114,7 @@ TABLE += [
 CODES = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "WIKI_NOT_FOUND"}
 
 
+@pytest.mark.both  # bearer tokens over a socket, the tokens file read by the API process
 @pytest.mark.parametrize(("who", "wiki", "method", "path", "status"), TABLE)
 async def test_access_table(
     wikis: dict[str, httpx.AsyncClient], who: str, wiki: str, method: str, path: str, status: int

@@ -20,6 +20,7 @@ async def wiki(dep: Deployment) -> str:
     return "w"
 
 
+@pytest.mark.both  # what a probe sees of a real server
 async def test_healthz_and_readyz(dep: Deployment) -> None:
     """/healthz answers exactly {"status": "ok"}; /readyz answers 200 with every check ok."""
     health = await dep.client.get("/healthz")

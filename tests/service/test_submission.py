@@ -247,6 +247,7 @@ STATIC_FAILURES: list[tuple[str, Body, int, str, int | None]] = [
 ]
 
 
+@pytest.mark.both  # bodies through uvicorn's request limits
 @pytest.mark.parametrize(
     ("body", "status", "code", "index"), [pytest.param(b, s, c, i, id=n) for n, b, s, c, i in STATIC_FAILURES]
 )
@@ -263,6 +264,7 @@ async def test_static_failure_answers_at_submission(
     assert await dep.jobs(static_wiki) == []
 
 
+@pytest.mark.both  # 8 MiB bodies over a socket, within the server's limits
 async def test_limits_are_inclusive(dep: Deployment) -> None:
     """Exactly 1000 edits, and exactly 8 MiB of decoded content, are accepted (as dry runs)."""
     wiki = await dep.new_wiki("limits")

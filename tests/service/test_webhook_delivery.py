@@ -150,6 +150,7 @@ async def test_failed_job_is_announced_as_batch_failed(
     assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
     event = Webhook(TEST_SECRET).verify(receiver.requests[0].content, receiver.headers(0))
     assert event["type"] == "batch.failed"
+    assert event["data"]["job_id"] == job["job_id"]
     assert event["data"]["error"] == job["error"]
     assert event["data"]["error"]["code"] == "NOT_FOUND"
 
