@@ -84,6 +84,9 @@ def test_job_lives_are_json_lines_without_content_or_secrets(tmp_path: Path) -> 
             life["job.accepted"]["partition"]
         }
         assert life["job.succeeded"]["commit"] == succeeded["result"]["commit"]
+        # edit_count means the batch's edits in every line; the applied entries are counted apart
+        assert life["job.succeeded"]["edit_count"] == life["job.accepted"]["edit_count"]
+        assert life["job.succeeded"]["applied_count"] == len(succeeded["result"]["applied"])
         assert isinstance(life["job.succeeded"]["duration_ms"], int)
         assert isinstance(life["job.started"]["queued_ms"], int)
         assert life["webhook.attempt"]["outcome"] == "delivered" and life["webhook.attempt"]["status"] == 200

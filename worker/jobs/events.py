@@ -75,7 +75,8 @@ def job_finished(record: JobRecord | None) -> None:
             "job.succeeded",
             **common,
             commit=None if result is None else result.commit,
-            edit_count=0 if result is None else len(result.applied),
+            edit_count=len(record.summary.edits),
+            applied_count=0 if result is None else len(result.applied),
             duration_ms=duration,
         )
         return
