@@ -43,18 +43,13 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
     check_pattern(edit, index)
     total = 0
     for page in _pages(work, edit):
-        file = work.current(page)
-        if file is None:
-            continue
-        try:
-            text = work.content(file).decode("utf-8")
-        except UnicodeDecodeError:
+        text = work.page_text(page)
+        if text is None:
             continue
         try:
             new, count = _replaced(work, index, edit, text, page)
         except TooLarge as exc:
-            work.check_file_size(index, page, exc.size)
-            raise AssertionError("unreachable: over max_file_bytes") from exc
+            work.over_file_size(index, page, exc)
         if not count:
             continue
         if not work.zone_allows("replace_across", page):

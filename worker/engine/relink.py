@@ -117,18 +117,13 @@ def rewrite_everywhere(
 
 
 def _rewrite_page(work: BatchState, index: int, page: str, rewrite: PageRewrite, why: str) -> None:
-    file = work.current(page)
-    if file is None:
-        return
-    try:
-        text = work.content(file).decode("utf-8")
-    except UnicodeDecodeError:
+    text = work.page_text(page)
+    if text is None:
         return
     try:
         new_text, count = rewrite(page, text)
-    except TooLarge as exc:  # at least exc.size characters, so at least as many bytes
-        work.check_file_size(index, page, exc.size)
-        raise AssertionError("unreachable: over max_file_bytes") from exc
+    except TooLarge as exc:
+        work.over_file_size(index, page, exc)
     if not count:
         return
     if not work.zone_allows("rewrite_links", page):

@@ -21,8 +21,10 @@ Nothing here writes anywhere: a refused batch leaves no trace.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NoReturn
 
 from worker.engine.markdown import FileIndex
+from worker.engine.markdown.bounds import TooLarge
 from worker.engine.paths import OpName, ZonePolicy
 from worker.engine.plan import Applied, BatchWarning, HeadView, NewFile, Plan, blob_id
 from worker.errors import BatchRejected
@@ -107,6 +109,23 @@ class BatchState:
                 f"{path!r} is not UTF-8 text, so this op cannot edit it; use overwrite",
                 index,
             ) from None
+
+    def page_text(self, path: str) -> str | None:
+        """The text at ``path`` as the batch left it, or None when no file is there or it is not UTF-8:
+        what the ops that sweep many pages (link rewriting, replace_across) read and skip."""
+        file = self.current(path)
+        if file is None:
+            return None
+        try:
+            return self.content(file).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def over_file_size(self, index: int, path: str, exc: TooLarge) -> NoReturn:
+        """Refuse an edit whose rewrite of ``path`` grew past the per-file limit: ``TooLarge`` counted at
+        least ``exc.size`` characters, so at least as many bytes (``BATCH_TOO_LARGE``)."""
+        self.check_file_size(index, path, exc.size)
+        raise AssertionError("unreachable: over max_file_bytes") from exc
 
     def files(self) -> set[str]:
         """Every file path as the batch left it so far (built on first use, then kept up to date)."""
