@@ -94,7 +94,7 @@ async def connected(settings: Settings) -> AsyncIterator[ArqRedis]:
         try:
             await redis.ping()
         except RedisError as exc:
-            log.warning("Redis at %s unavailable at start (%s); retrying", settings.redis_where, exc)
+            log.warning("Redis at %s unavailable at start (%s); starting anyway", settings.redis_where, exc)
         RECORDER.start(redis)
         yield redis
     finally:
