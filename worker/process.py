@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import random
+import signal
 import socket
 import time
 from collections.abc import Awaitable
@@ -28,27 +29,21 @@ from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker import keys
-from worker.git import GitStore
-from worker.git.remote import RemoteRegistry
+from worker.bootstrap import bootstrap, doorbells
 from worker.jobs.consumer import PartitionRunner
-from worker.jobs.context import Deps, JobContext
+from worker.jobs.context import JobContext
 from worker.jobs.leases import GRANT, RELEASE, RENEW, Grant, Lease, Release, Renew
 from worker.jobs.payloads import dumps, loads
 from worker.jobs.queue import (
     ARQ_MAX_TRIES,
     WORKERS,
     bell_key,
-    client,
     epoch_key,
     lease_key,
-    reply_timeout,
     ring,
 )
-from worker.jobs.records import JobStore
-from worker.jobs.registry import WikiRegistry
-from worker.jobs.wikis import Wikis
+from worker.jobs.resources import Resources
 from worker.settings import Settings
-from worker.telemetry.metrics import RECORDER
 from worker.webhooks.deliver import deliver_webhook, signer_for
 from worker.webhooks.http import WebhookSender
 
@@ -58,19 +53,16 @@ log = logging.getLogger("wikiq.worker")
 class WorkerProcess:
     """A ``wikiq worker``: holds partition leases, runs their consumers, wakes them by doorbell."""
 
-    def __init__(self, settings: Settings, redis: ArqRedis, bell_redis: ArqRedis) -> None:
-        self.settings = settings
-        self.redis = redis
+    def __init__(self, resources: Resources, bell_redis: ArqRedis) -> None:
+        self.settings = resources.settings
+        self.redis = resources.redis
         self.bell_redis = bell_redis
         self.id = f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
-        jobs = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
-        store = GitStore(settings.data_dir)
-        wikis = Wikis(store, WikiRegistry(redis), RemoteRegistry(settings.remotes_file))
-        self.deps = Deps(settings, store, jobs, wikis)
+        self.resources = resources
         self.runners: dict[int, PartitionRunner] = {}
         self.releasing: dict[int, asyncio.Task[None]] = {}  # partitions being handed back (leases kept)
         self.handing: dict[int, PartitionRunner] = {}  # their runners, until handed back
-        self.lease_ms = int(settings.lease_seconds * 1000)
+        self.lease_ms = int(self.settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
 
     def _webhook_worker(self, ctx: JobContext) -> Worker:
@@ -108,7 +100,13 @@ class WorkerProcess:
         http = WebhookSender(settings.webhook_allow_private, settings.webhook_timeout)
         signer = signer_for(settings.webhook_secret)
         rng = random.Random()
-        ctx: JobContext = {"deps": self.deps, "redis": self.redis, "http": http, "signer": signer, "rng": rng}
+        ctx: JobContext = {
+            "resources": self.resources,
+            "redis": self.redis,
+            "http": http,
+            "signer": signer,
+            "rng": rng,
+        }
         webhook_workers: list[Worker] = []
         leases = asyncio.create_task(self._lease_loop())
         others = [
@@ -132,7 +130,6 @@ class WorkerProcess:
             if deliveries:  # let deliveries in flight finish (bounded)
                 await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
             await http.aclose()
-            self.deps.store.close()
 
     def stop(self) -> None:
         """Ask the process to stop gracefully."""
@@ -182,7 +179,7 @@ class WorkerProcess:
                 epoch = int(await GRANT.run(self.redis, grant))
                 if epoch:
                     lease = Lease(partition, epoch)
-                    runner = PartitionRunner(partition, self.redis, self.deps, self.id, lease)
+                    runner = PartitionRunner(partition, self.resources, self.id, lease)
                     self.runners[partition] = runner
                     runner.start()
                     log.info("partition %s: lease taken by %s at epoch %s", partition, self.id, epoch)
@@ -243,25 +240,10 @@ async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
 
 async def serve(settings: Settings) -> None:
     """Run one worker process until SIGINT/SIGTERM."""
-    import signal
-
-    # Redis may be away at start (restarting, failing over): every loop below retries, so do not exit
-    redis = client(settings, timeout=reply_timeout(settings))  # a Redis that stopped answering: an error
-    # its own pool: the blocking BLPOP (1 s) must not hold up other commands
-    bell_redis = client(settings, timeout=reply_timeout(settings) + 1)
-    try:
-        await redis.ping()
-    except RedisError as exc:
-        log.warning("Redis at %s unavailable at start (%s); retrying", settings.redis_where, exc)
-    process = WorkerProcess(settings, redis, bell_redis)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, process.stop)
-    log.info("worker %s serving %s partitions", process.id, settings.partitions)
-    RECORDER.start(redis)
-    try:
+    async with bootstrap(settings) as resources, doorbells(settings) as bell_redis:
+        process = WorkerProcess(resources, bell_redis)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, process.stop)
+        log.info("worker %s serving %s partitions", process.id, settings.partitions)
         await process.run()
-    finally:
-        await RECORDER.stop()
-        await redis.aclose()
-        await bell_redis.aclose()

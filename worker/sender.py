@@ -14,12 +14,8 @@ import os
 import random
 import signal
 
-from redis.exceptions import RedisError
-
-from worker.jobs.queue import client
-from worker.jobs.records import JobStore
+from worker.bootstrap import connected, job_store
 from worker.settings import Settings
-from worker.telemetry.metrics import RECORDER
 from worker.webhooks.deliver import signer_for
 from worker.webhooks.first import FirstAttempts
 from worker.webhooks.http import WebhookSender
@@ -40,20 +36,12 @@ async def serve(settings: Settings) -> None:
         log.warning("webhooks: no WIKIQ_WEBHOOK_SECRET or WIKIQ_WEBHOOK_SENDERS=false; nothing to send")
         await stopping.wait()
         return
-    redis = client(settings)  # Redis may be away at start: ``FirstAttempts.serve`` retries
-    try:
-        await redis.ping()
-    except RedisError as exc:
-        log.warning("Redis at %s unavailable at start (%s); retrying", settings.redis_where, exc)
-    jobs = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
-    http = WebhookSender(settings.webhook_allow_private, settings.webhook_timeout)
-    first = FirstAttempts(settings, jobs, redis, http, signer, random.Random())
-    RECORDER.start(redis)
-    log.info("webhooks: sending first attempts")
-    try:
-        await first.serve(stopping)
-    finally:
-        await first.close(settings.webhook_timeout)
-        await http.aclose()
-        await RECORDER.stop()
-        await redis.aclose()
+    async with connected(settings) as redis:  # Redis may be away at start: ``FirstAttempts.serve`` retries
+        http = WebhookSender(settings.webhook_allow_private, settings.webhook_timeout)
+        first = FirstAttempts(settings, job_store(settings, redis), redis, http, signer, random.Random())
+        log.info("webhooks: sending first attempts")
+        try:
+            await first.serve(stopping)
+        finally:
+            await first.close(settings.webhook_timeout)
+            await http.aclose()

@@ -28,16 +28,11 @@ from api.server.limits import RequestLimits
 from api.server.routes import jobs, wikis
 from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
-from worker.git import GitStore
+from worker.bootstrap import bootstrap
 from worker.git.remote import RemoteRegistry
-from worker.jobs.queue import client, reply_timeout
-from worker.jobs.records import JobStore
-from worker.jobs.registry import WikiRegistry
 from worker.jobs.storage import free_bytes, human, storage_fault
-from worker.jobs.waiters import Waiters
-from worker.jobs.wikis import Wikis
 from worker.schema.answers import Health, Readiness
-from worker.service import Service, Wiring
+from worker.service import Service
 from worker.settings import Settings
 
 log = logging.getLogger("wikiq.api")
@@ -63,29 +58,9 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Redis may be away at start (restarting, failing over): serve anyway, /readyz says 503 meanwhile.
-        # Every reply is bounded (a Redis that stopped answering is a 503, not a hung request), except on
-        # the pub/sub connection of the waiters, which is idle between events by design.
-        redis = client(settings, timeout=reply_timeout(settings))
-        events = client(settings)
-        try:
-            await redis.ping()
-        except RedisError as exc:
-            log.warning("Redis at %s unavailable at start (%s)", settings.redis_where, exc)
-        waiters = Waiters()
-        waiters.start(events)
-        store = GitStore(settings.data_dir)
-        job_store = JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
-        wikis = Wikis(store, WikiRegistry(redis), remotes)
-        service = Service(Wiring(settings, redis, store, job_store, waiters, wikis))
-        app.state.wikiq = AppState(service, auth, Sessions(redis))
-        try:
+        async with bootstrap(settings, remotes=remotes, listen=True) as resources:
+            app.state.wikiq = AppState(Service(resources), auth, Sessions(resources.redis))
             yield
-        finally:
-            await waiters.stop()
-            store.close()
-            await redis.aclose()
-            await events.aclose()
 
     app = FastAPI(
         title="wikiq",
@@ -144,18 +119,18 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
         503 naming what is wrong."""
         checks = {"redis": "ok", "data_dir": "ok"}
         try:
-            await asyncio.wait_for(svc.wiring.redis.ping(), READY_TIMEOUT)
+            await asyncio.wait_for(svc.resources.redis.ping(), READY_TIMEOUT)
         except TimeoutError:
             checks["redis"] = f"unreachable: no answer within {READY_TIMEOUT:g} s"
         except (RedisError, OSError) as exc:
             checks["redis"] = f"unreachable: {type(exc).__name__}"
         try:
-            with tempfile.NamedTemporaryFile(dir=svc.wiring.store.root, prefix=".ready-"):
+            with tempfile.NamedTemporaryFile(dir=svc.resources.store.root, prefix=".ready-"):
                 pass
         except OSError as exc:
             checks["data_dir"] = f"not writable: {os.strerror(exc.errno or 0)}"
         else:
-            free = free_bytes(svc.wiring.store.root)
+            free = free_bytes(svc.resources.store.root)
             if free is not None and free < settings.min_free_bytes:
                 checks["data_dir"] = (
                     f"low on space: {human(free)} free, "

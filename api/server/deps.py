@@ -1,4 +1,4 @@
-"""Wiring of an API process, created at start-up (``lifespan``) and handed to routes as dependencies.
+"""The API process's state, made at start-up (``lifespan``, on ``worker.bootstrap``) and handed to routes.
 
 ``AppState`` holds the ``Service`` every route calls, and what only HTTP needs (the authenticator and the
 status page's sessions). Routes take ``Svc`` and ``Caller`` parameters; nothing else reaches into

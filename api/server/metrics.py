@@ -190,5 +190,5 @@ class SnapshotCollector(Collector):
 async def metrics(svc: Svc) -> Response:
     """Prometheus text exposition of the deployment's metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(await read_snapshot(svc.wiring.settings, svc.wiring.redis)))
+    registry.register(SnapshotCollector(await read_snapshot(svc.resources.settings, svc.resources.redis)))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

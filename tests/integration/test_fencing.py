@@ -10,6 +10,7 @@ from arq import Retry
 from arq.connections import ArqRedis
 
 from worker import keys
+from worker.bootstrap import build
 from worker.errors import Fenced
 from worker.git import GitStore
 from worker.jobs.context import JobContext
@@ -17,7 +18,7 @@ from worker.jobs.leases import GRANT, Grant, Lease
 from worker.jobs.lifecycle import finish
 from worker.jobs.queue import connect, queue_name
 from worker.jobs.records import BatchSummary, Finishing, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps, apply_batch
+from worker.jobs.run import apply_batch
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, JobResult
 from worker.schema.edits import Batch
@@ -121,7 +122,12 @@ async def test_a_fenced_run_of_apply_batch_retries_having_changed_nothing(
     record = await _queued(jobs, "fence-2", "fence-apply", base)
     before = await redis.get(jobs.key(record.job_id))
     settings = Settings(redis_url="redis://unused", data_dir=data_dir)
-    ctx: JobContext = {"deps": Deps(settings, store, jobs), "redis": redis, "lease": old, "job_try": 1}
+    ctx: JobContext = {
+        "resources": build(settings, redis, store=store, jobs=jobs),
+        "redis": redis,
+        "lease": old,
+        "job_try": 1,
+    }
     with pytest.raises(Retry):
         await apply_batch(ctx, record.job_id)
     assert await redis.get(jobs.key(record.job_id)) == before
@@ -143,7 +149,12 @@ async def test_a_run_whose_lease_is_known_lost_records_nothing_even_at_the_curre
     record = await _queued(jobs, "fence-3", "fence-lost", base)
     before = await redis.get(jobs.key(record.job_id))
     settings = Settings(redis_url="redis://unused", data_dir=data_dir)
-    ctx: JobContext = {"deps": Deps(settings, store, jobs), "redis": redis, "lease": lease, "job_try": 1}
+    ctx: JobContext = {
+        "resources": build(settings, redis, store=store, jobs=jobs),
+        "redis": redis,
+        "lease": lease,
+        "job_try": 1,
+    }
     with pytest.raises(Retry):
         await apply_batch(ctx, record.job_id)
     assert await redis.get(jobs.key(record.job_id)) == before

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from arq import Retry
 
+from worker.bootstrap import build
 from worker.git import GitStore, WikiRepo
 from worker.jobs.context import JobContext
 from worker.jobs.finish import finish
@@ -23,7 +24,7 @@ from worker.jobs.lifecycle import start
 from worker.jobs.pipeline import Decided, Member
 from worker.jobs.queue import connect
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps, apply_batch
+from worker.jobs.run import apply_batch
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, ErrorInfo
 from worker.schema.edits import Batch
@@ -86,7 +87,11 @@ async def _blocked_job(
     asyncio.get_running_loop().set_default_executor(executor)
     lock = repo.path / "refs" / "heads" / "main.lock"
     lock.write_text(base + "\n")
-    ctx: JobContext = {"deps": Deps(settings, store, jobs), "redis": redis, "job_try": 1}
+    ctx: JobContext = {
+        "resources": build(settings, redis, store=store, jobs=jobs),
+        "redis": redis,
+        "job_try": 1,
+    }
     try:
         yield _Blocked(job_id, wiki, repo, base, lock, jobs, executor, ctx)
     finally:
@@ -137,7 +142,7 @@ async def test_an_overtaken_run_leaves_the_outcome_to_the_newer_run(
             assert running is not None and running.status == "running" and running.runs == 2
             late = ErrorInfo(code="INTERNAL", message="run 1 gave up")
             stale = Decided(Member(first, first_stored, maybe_ran=False), error=late)
-            await finish(ctx, ctx["deps"], [stale])
+            await finish(ctx, ctx["resources"], [stale])
             after_late = await jobs.get(blocked.job_id)
             assert after_late is not None and after_late.status == "running" and after_late.error is None
             blocked.lock.unlink()

@@ -3,17 +3,12 @@ stops the claim of followers, as it stops a local wiki's group (real Redis)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from worker.git import GitStore
 from worker.jobs.pipeline import claim
 from worker.jobs.queue import connect, queue_name
 from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
-from worker.jobs.run import Deps
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author
 from worker.schema.edits import Batch
-from worker.settings import Settings
 
 PARTITION = 733  # a partition no other test uses
 
@@ -35,13 +30,11 @@ def _record(job_id: str, status: str, submitted: int) -> JobRecord:
     )
 
 
-async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer, data_dir: Path) -> None:
+async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer) -> None:
     """Queue: the head, a job another run left ``running``, then a queued one. Claiming followers for the
     head takes none: the queued job must not land before the one ahead of it."""
     redis = await connect(redis_server.url)
     jobs = JobStore(redis, 600)
-    settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
-    deps = Deps(settings, GitStore(data_dir), jobs)
     now = now_ms()
     records = [_record("order-1", "running", now), _record("order-2", "running", now + 1)]
     records.append(_record("order-3", "queued", now + 2))
@@ -50,17 +43,16 @@ async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer
         for n, record in enumerate(records):
             await jobs.create(record)
             await redis.zadd(queue_name(PARTITION), {record.job_id: now + n})
-        claimed = await claim(deps.jobs, records[0], limit=8)
+        claimed = await claim(jobs, records[0], limit=8)
         assert claimed == []
         third = await jobs.get("order-3")
         assert third is not None and third.status == "queued" and third.runs == 0
 
         await jobs.update("order-2", lambda r: r.model_copy(update={"status": "succeeded"}))
-        claimed = await claim(deps.jobs, records[0], limit=8)  # a finished job does not stop it
+        claimed = await claim(jobs, records[0], limit=8)  # a finished job does not stop it
         assert [m.job_id for m in claimed] == ["order-3"]
     finally:
         for record in records:
             await jobs.delete(record.job_id, record.wiki)
         await redis.delete(queue_name(PARTITION))
-        deps.store.close()
         await redis.aclose()

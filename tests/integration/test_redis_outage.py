@@ -8,11 +8,10 @@ from pathlib import Path
 from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 
-from worker.git import GitStore
+from worker.bootstrap import build
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.queue import connect, enqueue_batch, lease_key, queue_name
 from worker.jobs.records import JobStore
-from worker.jobs.run import Deps
 from worker.jobs.waiters import Waiters
 from worker.redis_server import RedisServer
 from worker.settings import Settings
@@ -53,9 +52,9 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
     """The markers of this partition's queued jobs go while we hold its lease; never once it is taken."""
     settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
     redis = await connect(redis_server.url)
-    deps = Deps(settings, GitStore(data_dir), JobStore(redis, 60))
+    resources = build(settings, redis, jobs=JobStore(redis, 60))
     partition = 917
-    runner = PartitionRunner(partition, redis, deps, owner="worker-a")
+    runner = PartitionRunner(partition, resources, owner="worker-a")
     markers = [in_progress_key_prefix + job for job in ("j1", "j2")]
     elsewhere = in_progress_key_prefix + "j-other-queue"
     try:
@@ -73,7 +72,7 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
         assert await redis.exists(elsewhere) == 1  # another queue's job is not ours to touch
     finally:
         await redis.delete(queue_name(partition), lease_key(partition), *markers, elsewhere)
-        deps.store.close()
+        resources.store.close()
         await redis.aclose()
 
 
@@ -103,9 +102,9 @@ async def test_a_marker_set_after_we_took_the_lease_does_not_hold_its_job(
     of waiting out arq's in-progress timeout (10 minutes here)."""
     settings = Settings(redis_url=redis_server.url, data_dir=data_dir)
     redis = await connect(redis_server.url)
-    deps = Deps(settings, GitStore(data_dir), JobStore(redis, 60))
+    resources = build(settings, redis, jobs=JobStore(redis, 60))
     partition = 918
-    runner = PartitionRunner(partition, redis, deps, owner="worker-a")
+    runner = PartitionRunner(partition, resources, owner="worker-a")
     stale = in_progress_key_prefix + "j-stale"
     try:
         await redis.set(lease_key(partition), "worker-a")
@@ -122,5 +121,5 @@ async def test_a_marker_set_after_we_took_the_lease_does_not_hold_its_job(
     finally:
         await runner.stop(grace=5)
         await redis.delete(queue_name(partition), lease_key(partition), stale)
-        deps.store.close()
+        resources.store.close()
         await redis.aclose()

@@ -33,14 +33,13 @@ from redis.exceptions import RedisError
 from api.server.app import create_app
 from tests.e2e.service import Service
 from tests.gitutil import blob_id
-from worker.git import GitStore
+from worker.bootstrap import bootstrap, doorbells
 from worker.jobs.consumer import PartitionRunner
-from worker.jobs.context import Deps, JobContext
+from worker.jobs.context import JobContext
 from worker.jobs.queue import bell_key, connect, lease_key
-from worker.jobs.records import JobStore
+from worker.jobs.resources import Resources
 from worker.redis_server import RedisServer
 from worker.settings import Settings
-from worker.telemetry.metrics import RECORDER
 
 TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
 BASE_URL = "http://127.0.0.1:8080"
@@ -81,32 +80,29 @@ class InProcessWorker:
         self.settings = settings
         self.runners: dict[int, PartitionRunner] = {}
         self.bells: asyncio.Task[None] | None = None
-        self.redis: ArqRedis | None = None
+        self.held = contextlib.AsyncExitStack()  # its own resources, as a worker process has (bootstrap)
+        self._resources: Resources | None = None
         self.bell_redis: ArqRedis | None = None
-        self.store = GitStore(settings.data_dir)  # its own store, as a worker process has
 
     @property
-    def deps(self) -> Deps:
-        """What job functions are handed (``ctx["deps"]``)."""
-        assert self.redis is not None
-        settings = self.settings
-        jobs = JobStore(self.redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
-        return Deps(settings, self.store, jobs)
+    def resources(self) -> Resources:
+        """What job functions are handed (``ctx["resources"]``), once started."""
+        assert self._resources is not None, "the worker was not started"
+        return self._resources
 
     def context(self, job_try: int = 1) -> JobContext:
         """An arq ``ctx`` for calling a job function directly (``apply_batch(ctx, job_id)``)."""
-        assert self.redis is not None
-        return {"deps": self.deps, "redis": self.redis, "job_try": job_try}
+        return {"resources": self.resources, "redis": self.resources.redis, "job_try": job_try}
 
     async def start(self) -> None:
         """Take every partition's lease and start its consumer and the doorbell loop."""
-        if self.redis is None:
-            self.redis = await connect(self.settings.redis_url)
-            self.bell_redis = await connect(self.settings.redis_url)
-        deps = self.deps
+        if self._resources is None:
+            self._resources = await self.held.enter_async_context(bootstrap(self.settings))
+            self.bell_redis = await self.held.enter_async_context(doorbells(self.settings))
+        resources = self.resources
         for partition in range(self.settings.partitions):
-            await self.redis.set(lease_key(partition), OWNER)
-            runner = PartitionRunner(partition, self.redis, deps, OWNER)
+            await resources.redis.set(lease_key(partition), OWNER)
+            runner = PartitionRunner(partition, resources, OWNER)
             runner.start()
             self.runners[partition] = runner
         self.bells = asyncio.create_task(self._ring_loop(), name="in-process-doorbells")
@@ -153,25 +149,23 @@ class InProcessWorker:
     async def close(self) -> None:
         """Stop and let go of every resource."""
         await self.stop()
-        for redis in (self.redis, self.bell_redis):
-            if redis is not None:
-                await redis.aclose()
-        self.store.close()
+        await self.held.aclose()
 
 
 class ProcessWorkers(InProcessWorker):
     """The worker processes of a ``Service`` behind ``InProcessWorker``'s interface: ``stop`` ends them
     gracefully (SIGTERM, their jobs in flight finish), ``start`` starts as many again, so ``paused()`` works
-    alike; ``deps`` and ``context`` (a job function called in this process) have no process counterpart."""
+    alike; ``resources`` and ``context`` (a job function called in this process) have no process
+    counterpart."""
 
     def __init__(self, service: Service, count: int) -> None:
         self.service = service
         self.count = count
 
     @property
-    def deps(self) -> Deps:
+    def resources(self) -> Resources:
         """Not available: the jobs run in other processes."""
-        raise TypeError("a deployment of processes has no in-process worker dependencies")
+        raise TypeError("a deployment of processes has no in-process worker resources")
 
     async def start(self) -> None:
         """Start the worker processes."""
@@ -368,7 +362,6 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
                         await deployed.close()
                 finally:
                     await worker.close()
-                    await RECORDER.stop()  # its flush task lives on this loop and writes to this database
         finally:
             await redis.aclose()
     finally:

@@ -17,6 +17,7 @@ from tests.service.harness import Deployment, create
 from worker.git import GitStore
 from worker.jobs.arq_compat import job_keys
 from worker.jobs.pipeline import Member, run
+from worker.jobs.proofs import CommitKey
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobStore, partition_of
 from worker.jobs.targets import LocalTarget
@@ -121,7 +122,7 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
         assert head is not None
         store = GitStore(dep.data)
         repo = store.open(wiki)
-        key = await _deps(dep, jobs).commit_key.get(dep.settings, dep.redis)  # the deployment's
+        key = await CommitKey().get(dep.settings, dep.redis)  # the deployment's
         first = Member(head, stored, maybe_ran=False)
         landed = await run(jobs, LocalTarget(repo), first, dep.settings.limits, key, None, asyncio.Event())
         assert [d.job_id for d in landed] == ids
@@ -140,9 +141,3 @@ def _running(record: Any) -> Any:
     record.status = "running"
     record.begin_run()
     return record
-
-
-def _deps(dep: Deployment, jobs: JobStore) -> Any:
-    from worker.jobs.context import Deps
-
-    return Deps(dep.settings, GitStore(dep.data), jobs)

@@ -107,7 +107,7 @@ async def test_full_then_read_only_data_dir(fresh: Any, small_fs: Path) -> None:
         error = failed["error"]
         assert error["code"] == "STORAGE_UNAVAILABLE" and error["index"] is None, error
         assert "full" in error["message"] and "free space" in error["message"], error
-        record = await dep.worker.deps.jobs.get(failed["job_id"])
+        record = await dep.worker.resources.jobs.get(failed["job_id"])
         assert record is not None and record.runs == 1  # failed at once, never retried
         assert await dep.head(wiki) == good_head
         _clean(dep, wiki)

@@ -409,7 +409,7 @@ def _sending(dep: Deployment) -> JobContext:
     (``WIKIQ_WEBHOOK_SENDERS=true``); a sender counts as alive only once ``_alive`` said so."""
     ctx = dep.worker.context()
     settings = dep.settings.model_copy(update={"webhook_senders": True})
-    ctx["deps"] = dataclasses.replace(ctx["deps"], settings=settings)
+    ctx["resources"] = dataclasses.replace(ctx["resources"], settings=settings)
     return ctx
 
 
@@ -502,7 +502,9 @@ async def test_a_record_popped_late_is_left_to_arqs_safety_net(
         sender = WebhookSender(allow_private=True, timeout=5)
         signer = signer_for(TEST_SECRET)
         assert signer is not None
-        first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+        first = FirstAttempts(
+            dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
+        )
         assert await first.take(block=0) == 2
         await first.close(10)
         await sender.aclose()
@@ -540,7 +542,9 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
     sender = WebhookSender(allow_private=True, timeout=5)
     signer = signer_for(TEST_SECRET)
     assert signer is not None
-    first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+    first = FirstAttempts(
+        dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
+    )
     await dep.redis.delete(keys.FIRST_ATTEMPTS)
     await _alive(dep)
     wiki = await dep.new_wiki("first")
@@ -597,7 +601,9 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
         sender = WebhookSender(allow_private=True, timeout=5)
         signer = signer_for(TEST_SECRET)
         assert signer is not None
-        first = FirstAttempts(dep.settings, dep.worker.deps.jobs, dep.redis, sender, signer, random.Random(2))
+        first = FirstAttempts(
+            dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
+        )
         wiki = await dep.new_wiki("first")
         jobs = []
         async with dep.worker.paused():  # the jobs' arq entries run only here, by apply_batch

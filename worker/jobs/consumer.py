@@ -17,17 +17,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
-from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker.jobs.arq_compat import poll_once
-from worker.jobs.context import Deps, JobContext
+from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.payloads import dumps, loads
 from worker.jobs.queue import ARQ_MAX_TRIES, lease_key, queue_name
 from worker.jobs.records import now_ms
+from worker.jobs.resources import Resources
 from worker.jobs.run import apply_batch
 from worker.jobs.scripts import Call, Script, arg, key
 from worker.settings import Settings
@@ -72,12 +72,10 @@ class PartitionRunner:
     ``lease``: the lease the process holds the partition by; its jobs are fenced by its epoch, and the
     runner starts nothing more once it is lost (None: unfenced, as some tests run it)."""
 
-    def __init__(
-        self, partition: int, redis: ArqRedis, deps: Deps, owner: str, lease: Lease | None = None
-    ) -> None:
+    def __init__(self, partition: int, resources: Resources, owner: str, lease: Lease | None = None) -> None:
         self.partition = partition
-        self.redis = redis
-        self.deps = deps
+        self.redis = resources.redis
+        self.resources = resources
         self.owner = owner
         self.lease = lease if lease is not None else Lease(partition, 0)
         self.wake = asyncio.Event()
@@ -93,7 +91,7 @@ class PartitionRunner:
             redis_pool=self.redis,
             handle_signals=False,
             max_jobs=1,
-            job_timeout=job_timeout(self.deps.settings),
+            job_timeout=job_timeout(self.resources.settings),
             keep_result=0,
             max_tries=ARQ_MAX_TRIES,
             health_check_interval=3600,
@@ -104,7 +102,7 @@ class PartitionRunner:
         )
 
     def _context(self) -> dict[str, Any]:
-        ctx: JobContext = {"deps": self.deps, "redis": self.redis, "owner": self.owner}
+        ctx: JobContext = {"resources": self.resources, "redis": self.redis, "owner": self.owner}
         if self.lease.epoch:
             ctx["lease"] = self.lease
         return dict(ctx)

@@ -19,11 +19,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle
-from worker.jobs.context import Deps, JobContext
+from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided
 from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
 from worker.jobs.records import Finishing, JobRecord, JobStore
+from worker.jobs.resources import Resources
 from worker.schema.answers import ErrorInfo, JobResult
 
 RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
@@ -43,10 +44,10 @@ def live_lease(ctx: JobContext) -> Lease | None:
     return lease
 
 
-async def finish(ctx: JobContext, deps: Deps, outcomes: list[Decided]) -> None:
+async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided]) -> None:
     """Record every outcome (see the module)."""
     live_lease(ctx)  # a run whose lease is known lost records nothing
-    defer_ms = safety_net_ms(deps.settings)
+    defer_ms = safety_net_ms(resources.settings)
     batched: list[tuple[Decided, Finishing]] = []
     for outcome in outcomes:
         member = outcome.member
@@ -59,7 +60,7 @@ async def finish(ctx: JobContext, deps: Deps, outcomes: list[Decided]) -> None:
                 if finished.webhook is not None:
                     item.hook_defer_ms = defer_ms  # a sender sends it at once; arq's entry is the net
                 batched.append((outcome, item))
-    done = await _finish_many(ctx, deps, [item for _, item in batched]) if batched else []
+    done = await _finish_many(ctx, resources, [item for _, item in batched]) if batched else []
     recorded = set()
     for (outcome, item), flag in zip(batched, done, strict=True):
         if flag:
@@ -68,16 +69,16 @@ async def finish(ctx: JobContext, deps: Deps, outcomes: list[Decided]) -> None:
     for outcome in outcomes:
         if outcome.job_id not in recorded:  # its record changed since: read it again, if still this run's
             run = outcome.member.record.runs
-            await finish_job(ctx, deps, outcome.job_id, outcome.result, outcome.error, run)
+            await finish_job(ctx, resources, outcome.job_id, outcome.result, outcome.error, run)
 
 
-async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> list[bool]:
+async def _finish_many(ctx: JobContext, resources: Resources, items: list[Finishing]) -> list[bool]:
     """``JobStore.finish_many``, riding out a short Redis restart like ``_record``."""
     delay = 0.05
     deadline = time.monotonic() + RECORD_PATIENCE
     while time.monotonic() < deadline:
         try:
-            return await deps.jobs.finish_many(items, live_lease(ctx))
+            return await resources.jobs.finish_many(items, live_lease(ctx))
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
@@ -86,7 +87,7 @@ async def _finish_many(ctx: JobContext, deps: Deps, items: list[Finishing]) -> l
 
 async def finish_job(
     ctx: JobContext,
-    deps: Deps,
+    resources: Resources,
     job_id: str,
     result: JobResult | None,
     error: ErrorInfo | None,
@@ -94,7 +95,7 @@ async def finish_job(
 ) -> None:
     """Record one outcome (of run ``run``: see ``lifecycle.finish``), tell the metrics (only when this run
     finished the job: another run's finish is that run's to count) and queue the webhook."""
-    finished, applied = await _record(ctx, deps.jobs, job_id, result, error, run)
+    finished, applied = await _record(ctx, resources.jobs, job_id, result, error, run)
     if finished is not None and finished.status == "running":
         return  # a newer run of the job is under way: it records the outcome and queues the webhook
     if applied:

@@ -27,9 +27,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from worker.errors import Fenced, WikiqError
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle, pipeline
-from worker.jobs.context import Deps, JobContext
+from worker.jobs.context import JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease, schedule_webhook
 from worker.jobs.pipeline import Decided, Member
+from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
 from worker.jobs.storage import storage_fault
 from worker.jobs.targets import target_for
@@ -38,9 +39,9 @@ from worker.schema.answers import ErrorInfo
 log = logging.getLogger("wikiq.worker")
 
 
-async def _retry_or_give_up(ctx: JobContext, deps: Deps, job_id: str, exc: Exception) -> ErrorInfo:
+async def _retry_or_give_up(ctx: JobContext, resources: Resources, job_id: str, exc: Exception) -> ErrorInfo:
     """Raise arq's ``Retry`` while tries are left; on the last try, the error to record as failed."""
-    if int(ctx.get("job_try", 1)) < deps.settings.max_job_tries:
+    if int(ctx.get("job_try", 1)) < resources.settings.max_job_tries:
         telemetry.job_retry(job_id, exc)
         raise await again(ctx) from exc
     return error_info(WikiqError(f"the batch could not be applied: {type(exc).__name__}", code="INTERNAL"))
@@ -61,9 +62,9 @@ async def apply_batch(ctx: JobContext, job_id: str) -> str | None:
 
 
 async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
-    deps: Deps = ctx["deps"]
+    resources: Resources = ctx["resources"]
     try:
-        record, stored = await deps.jobs.update_stored(job_id, lifecycle.start, live_lease(ctx))
+        record, stored = await resources.jobs.update_stored(job_id, lifecycle.start, live_lease(ctx))
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise await again(ctx) from exc  # Redis is away: nothing was done, run again once it is back
     if record is None:
@@ -73,13 +74,13 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
             await schedule_webhook(ctx, record)  # a crash may have come between record and enqueue
         return record.status
     telemetry.job_started(record)
-    if record.runs > deps.settings.max_job_tries:
+    if record.runs > resources.settings.max_job_tries:
         gave_up = WikiqError(f"the job was interrupted {record.runs - 1} times; gave up", code="INTERNAL")
-        await finish_job(ctx, deps, job_id, None, error_info(gave_up), record.runs)
+        await finish_job(ctx, resources, job_id, None, error_info(gave_up), record.runs)
         return "failed"
     stop = asyncio.Event()
     head = Member(record, stored, maybe_ran=record.runs > 1)
-    work = asyncio.ensure_future(_apply(ctx, deps, head, stop))
+    work = asyncio.ensure_future(_apply(ctx, resources, head, stop))
     try:
         outcomes = await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -89,23 +90,23 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
         # commit.
         stop.set()
         outcomes = await work
-        await finish(ctx, deps, outcomes)
+        await finish(ctx, resources, outcomes)
         raise
-    await finish(ctx, deps, outcomes)
+    await finish(ctx, resources, outcomes)
     mine = next((o for o in outcomes if o.job_id == job_id), None)
     return None if mine is None else ("failed" if mine.error else "succeeded")
 
 
-async def _apply(ctx: JobContext, deps: Deps, head: Member, stop: asyncio.Event) -> list[Decided]:
+async def _apply(ctx: JobContext, resources: Resources, head: Member, stop: asyncio.Event) -> list[Decided]:
     """Run the pipeline for ``head``: the outcome of it and of the jobs landed with it; empty when stopped
     while waiting for a remote. An error of the run itself is the head's outcome (or a retry)."""
     record = head.record
     lease = ctx.get("lease")
     try:
-        target = await target_for(deps, record.wiki, ctx.get("owner"))
+        target = await target_for(resources, record.wiki, ctx.get("owner"))
         # the commit key before claiming: nothing to give back if Redis fails here
-        key = await deps.commit_key.get(deps.settings, deps.jobs.redis)
-        return await pipeline.run(deps.jobs, target, head, deps.settings.limits, key, lease, stop)
+        key = await resources.commit_key.get(resources.settings, resources.jobs.redis)
+        return await pipeline.run(resources.jobs, target, head, resources.settings.limits, key, lease, stop)
     except Fenced:
         raise
     except WikiqError as exc:
@@ -113,14 +114,14 @@ async def _apply(ctx: JobContext, deps: Deps, head: Member, stop: asyncio.Event)
             return [Decided(head, error=error_info(exc))]
         if (fault := storage_fault(exc)) is not None:
             return [_storage_failed(head, fault)]
-        return [Decided(head, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
+        return [Decided(head, error=await _retry_or_give_up(ctx, resources, record.job_id, exc))]
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise await again(ctx) from exc
     except Exception as exc:
         if (fault := storage_fault(exc)) is not None:
             return [_storage_failed(head, fault)]
         log.exception("job %s: unexpected error", record.job_id)
-        return [Decided(head, error=await _retry_or_give_up(ctx, deps, record.job_id, exc))]
+        return [Decided(head, error=await _retry_or_give_up(ctx, resources, record.job_id, exc))]
 
 
 def _storage_failed(head: Member, fault: WikiqError) -> Decided:

@@ -45,9 +45,9 @@ from worker.git.remote import (
 )
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
-from worker.jobs.context import Deps
 from worker.jobs.records import JobRecord, now_ms
 from worker.jobs.registry import WikiEntry
+from worker.jobs.resources import Resources
 from worker.jobs.storage import storage_fault, storage_fault_in
 from worker.jobs.wikis import Wikis
 from worker.schema.edits import Batch, Delete, Edit, ExtractSection, Rename, ReplaceAcross, RetargetLinks
@@ -295,7 +295,7 @@ class RemoteTarget:
     pushes to one remote (forges rate-limit pushes): batches arriving meanwhile join the group.
     """
 
-    def __init__(self, deps: Deps, wikis: Wikis, wiki: str, entry: WikiEntry, owner: str | None) -> None:
+    def __init__(self, deps: Resources, wikis: Wikis, wiki: str, entry: WikiEntry, owner: str | None) -> None:
         self.deps = deps
         self.wiki = wiki
         self.settings = deps.settings
@@ -421,7 +421,7 @@ class RemoteTarget:
             )
 
 
-async def target_for(deps: Deps, wiki: str, owner: str | None) -> Target:
+async def target_for(deps: Resources, wiki: str, owner: str | None) -> Target:
     """Where ``wiki``'s batches land: its remote when it is remote-backed, else its repository (``owner``:
     the worker holding the partition's lease, which fences the registry's head updates)."""
     entry = None if deps.wikis is None else await deps.wikis.entry(wiki)

@@ -14,6 +14,6 @@ ownership and enqueueing are decided here, once, so the transports stay thin ada
 from __future__ import annotations
 
 from worker.service.caller import RIGHTS, SINGLE_USER_ID, Principal
-from worker.service.wiring import Service, Wiring
+from worker.service.service import Service
 
-__all__ = ["RIGHTS", "SINGLE_USER_ID", "Principal", "Service", "Wiring"]
+__all__ = ["RIGHTS", "SINGLE_USER_ID", "Principal", "Service"]

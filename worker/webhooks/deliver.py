@@ -211,8 +211,8 @@ async def deliver_webhook(ctx: JobContext, job_id: str, round_: int, attempt: in
 
 
 async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> str | None:
-    jobs: JobStore = ctx["deps"].jobs
-    settings = ctx["deps"].settings
+    jobs: JobStore = ctx["resources"].jobs
+    settings = ctx["resources"].settings
     record = await jobs.get(job_id)
     if record is None or record.webhook is None or record.webhook.round != round_:
         return None

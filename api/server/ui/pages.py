@@ -214,7 +214,7 @@ def _text(value: bytes | str) -> str:
 
 async def overview(svc: Service, caller: Principal, only: str | None) -> dict[str, Any]:
     """The wikis the caller may read with their queue figures, and the most recent jobs (of ``only``)."""
-    app = svc.wiring
+    app = svc.resources
     listed = {info.id: info for info in (await svc.reads.list_wikis(caller)).wikis}
     wikis = [(w, info.head) for w, info in listed.items()]
     partitions = sorted({partition_of(w, app.settings.partitions) for w, _ in wikis})
@@ -318,7 +318,7 @@ async def _job(svc: Service, caller: Principal, job_id: str) -> tuple[dict[str, 
     view = job_view(record, int(time.time() * 1000))
     diff = None
     if view["commit"]:
-        diff = await run_in_threadpool(DIFFS.get, svc.wiring.store.path(record.wiki), view["commit"])
+        diff = await run_in_threadpool(DIFFS.get, svc.resources.store.path(record.wiki), view["commit"])
     webhook_pending = record.webhook is not None and record.webhook.state == "pending"
     done = record.status in FINISHED and not webhook_pending
     return view, diff, done

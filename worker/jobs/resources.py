@@ -1,0 +1,38 @@
+"""The shared resources of a process, built once at start-up by ``worker.bootstrap``.
+
+One ``Resources`` is what every part of a process works on: arq's job functions find it in their ``ctx``
+(``worker.jobs.context``), the ``Service`` of the API is built on it (``worker.service``), and the in-process
+test deployment builds its worker's the same way (``tests.service.harness``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arq.connections import ArqRedis
+
+from worker.git import GitStore
+from worker.jobs.proofs import CommitKey
+from worker.jobs.records import JobStore
+from worker.jobs.waiters import Waiters
+from worker.jobs.wikis import Wikis
+from worker.settings import Settings
+
+
+@dataclass
+class Resources:
+    """Settings, the Redis client, the git store, the job store and the wikis (local and remote-backed).
+
+    ``waiters`` are the long-poll wake-ups (listening only in an API process); ``last_push`` remembers, per
+    remote name, when this process last pushed there (``time.monotonic()``; pushes to one remote are spaced
+    by it, ``worker.jobs.targets``); ``commit_key`` is the key of commit proofs (``worker.jobs.proofs``).
+    """
+
+    settings: Settings
+    redis: ArqRedis
+    store: GitStore
+    jobs: JobStore
+    wikis: Wikis
+    waiters: Waiters = field(default_factory=Waiters)
+    last_push: dict[str, float] = field(default_factory=dict)
+    commit_key: CommitKey = field(default_factory=CommitKey)
