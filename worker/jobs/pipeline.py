@@ -191,17 +191,27 @@ async def claim(
     return members
 
 
-async def release(jobs: JobStore, members: list[Member], lease: Lease | None = None) -> None:
-    """Give back followers that were not landed: ``queued`` again, their run counted, so that whichever
-    run takes them next looks for their own commit first (safe even if the group did land)."""
+async def release(
+    jobs: JobStore, members: list[Member], lease: Lease | None = None, head: bool = False
+) -> None:
+    """Give back followers that were not landed (and, with ``head``, the head too): ``queued`` again,
+    their run counted, so that whichever run takes them next looks for their own commit first (safe even
+    if the group did land; a job given back cannot be cancelled)."""
     items = []
     for member in members:
-        if not member.follower or member.stored is None:
+        if not (member.follower or head) or member.stored is None:
             continue
         record = lifecycle.give_back(member.record.model_copy())
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
     if items:
         await jobs.swap_many(items, lease, members[0].record.partition)
+
+
+async def _give_back(jobs: JobStore, members: list[Member], lease: Lease | None) -> None:
+    """``release`` every member, the head too, as a run stopped while waiting does; Redis away or the
+    lease lost leaves them ``running`` (their next run, or the partition's next owner, takes them)."""
+    with contextlib.suppress(RedisError, OSError, Fenced):
+        await release(jobs, members, lease, head=True)
 
 
 @dataclass
@@ -265,9 +275,11 @@ async def run(
     stop: asyncio.Event,
 ) -> list[Decided]:
     """Land ``head`` and the batches claimed behind it on ``target`` (see the module): every member's
-    outcome, in order; empty when ``stop`` was set while waiting (the jobs stay ``running`` and run again,
-    looking for their commits first). Unexpected errors are raised, the followers given back."""
+    outcome, in order; empty when ``stop`` was set while waiting, every member given back (``queued``
+    again, at its place: the head's arq entry is still queued, and each looks for its own commit first
+    when it runs again). Unexpected errors are raised, the followers given back."""
     if not await target.ready(stop):
+        await _give_back(jobs, [head], lease)
         return []
     members = [head]
     try:
@@ -278,6 +290,7 @@ async def run(
             await release(jobs, members[1:], lease)
         raise
     if ended is None:
+        await _give_back(jobs, members, lease)
         return []
     if ended.left_out:
         with contextlib.suppress(RedisError, OSError, Fenced):
