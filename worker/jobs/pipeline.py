@@ -135,14 +135,16 @@ def _decide(member: Member, view: View) -> Decided:
 
 
 async def queued_behind(jobs: JobStore, first: JobRecord, count: int) -> list[bytes]:
-    """The stored records of the first ``count`` jobs of ``first``'s partition queue other than ``first``
-    itself, in queue order (any wiki, any status; those gone meanwhile are left out)."""
+    """The stored records of the jobs right behind ``first`` among the first ``count`` of its partition
+    queue, in queue order (any wiki, any status; those gone meanwhile are left out). A job ahead of
+    ``first`` (one arq skipped for its in-progress marker, which may be stale) is never among them: taken
+    along, it would land after ``first``."""
     redis = jobs.redis
     ids = [
         raw.decode() if isinstance(raw, bytes) else str(raw)
         for raw in await redis.zrange(queue_name(first.partition), 0, count)
     ]
-    ids = [job_id for job_id in ids if job_id != first.job_id]
+    ids = ids[ids.index(first.job_id) + 1 :] if first.job_id in ids else []
     raws = await redis.mget([jobs.key(job_id) for job_id in ids]) if ids else []
     return [raw for raw in raws if raw is not None]
 
