@@ -1,7 +1,10 @@
-"""A remote-backed wiki's group keeps the queue's order: a job of the wiki left ``running`` by another run
-stops the claim of followers, as it stops a local wiki's group (real Redis)."""
+"""A group keeps the queue's order: a job of the wiki left ``running`` by another run stops the claim of
+followers, on a remote-backed wiki as on a local one, and a job ahead of the head is never taken along
+(real Redis)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from worker.jobs.pipeline import claim
 from worker.jobs.queue import connect, queue_name
@@ -51,6 +54,31 @@ async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer
         await jobs.update("order-2", lambda r: r.model_copy(update={"status": "succeeded"}))
         claimed = await claim(jobs, records[0], limit=8)  # a finished job does not stop it
         assert [m.job_id for m in claimed] == ["order-3"]
+    finally:
+        for record in records:
+            await jobs.delete(record.job_id, record.wiki)
+        await redis.delete(queue_name(PARTITION))
+        await redis.aclose()
+
+
+async def test_a_job_ahead_of_the_head_is_not_taken_along(redis_server: RedisServer, data_dir: Path) -> None:
+    """Queue: a queued job of the wiki arq skipped (its in-progress marker, maybe stale, holds it), the
+    head it started instead, then a queued one. The claim takes only the one behind the head: the one
+    ahead, taken along, would land after the head."""
+    redis = await connect(redis_server.url)
+    jobs = JobStore(redis, 600)
+    now = now_ms()
+    records = [_record("ahead-1", "queued", now), _record("ahead-2", "running", now + 1)]
+    records.append(_record("ahead-3", "queued", now + 2))
+    try:
+        await redis.delete(queue_name(PARTITION))
+        for n, record in enumerate(records):
+            await jobs.create(record)
+            await redis.zadd(queue_name(PARTITION), {record.job_id: now + n})
+        claimed = await claim(jobs, records[1], limit=8)
+        assert [m.job_id for m in claimed] == ["ahead-3"]
+        first = await jobs.get("ahead-1")
+        assert first is not None and first.status == "queued" and first.runs == 0
     finally:
         for record in records:
             await jobs.delete(record.job_id, record.wiki)

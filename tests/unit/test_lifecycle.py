@@ -71,3 +71,12 @@ def test_a_claim_takes_only_a_queued_job() -> None:
     job = lifecycle.start(record())
     assert job is not None and lifecycle.claim(job) is None
     assert lifecycle.claim(lifecycle.give_back(job)) is not None
+
+
+def test_a_job_given_back_cannot_be_cancelled() -> None:
+    """A job queued again after a run (given back) may have landed its commit: it is not cancellable;
+    one no run has taken is."""
+    assert lifecycle.cancel(record()) is not None
+    job = lifecycle.start(record())
+    assert job is not None
+    assert lifecycle.cancel(lifecycle.give_back(job)) is None

@@ -34,6 +34,7 @@ from worker.settings import Settings
 
 log = logging.getLogger("wikiq.queue")
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
+CANCEL_GRACE = 10.0  # seconds a stopping consumer waits for the job it cancelled to record what it did
 
 
 @dataclass
@@ -190,13 +191,25 @@ class PartitionRunner:
                 await self._run_jobs()
 
     async def stop(self, grace: float = 30.0) -> None:
-        """Stop after the job in flight (waiting at most ``grace`` seconds for it)."""
+        """Stop after the job in flight, waiting at most ``grace`` seconds for it; then (``grace`` > 0)
+        cancel it, waiting at most ``CANCEL_GRACE`` more: git work in flight ends and is recorded, and a
+        remote-backed wiki's wait for its remote stops with its jobs given back to the queue, while this
+        process still holds the lease. With ``grace`` 0 (the lease is lost) the job is left to stop at its
+        next safe point, recording nothing."""
         self.stopping = True
         self.wake.set()
-        if self.task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self.task), grace)
-            except TimeoutError:
-                self.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self.task
+        if self.task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), grace)
+            return
+        except TimeoutError:
+            pass
+        if grace > 0 and self.worker.job_tasks:
+            for task in list(self.worker.job_tasks.values()):  # the job, not arq's bookkeeping around it
+                task.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.task), CANCEL_GRACE)
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task

@@ -16,7 +16,7 @@
   next run looks for its own commit first.
 - ``finish(result, error, run)``: the outcome, recorded only on a running job and, with ``run``, only
   while that run is the job's latest.
-- ``cancel``: a queued job that no run has taken.
+- ``cancel``: a queued job that no run has taken (one given back may have landed already).
 
 Each is a change for ``JobStore.update`` (it returns None to leave the record as it is) and leaves
 ``JobRecord`` consistent: ``started_ms`` set while running, ``finished_ms`` once finished. Finished is
@@ -88,8 +88,9 @@ def finish(
 
 
 def cancel(record: JobRecord) -> JobRecord | None:
-    """Cancel a job no run has taken; None when it is running or finished."""
-    if record.status != "queued":
+    """Cancel a job no run has taken; None when it is running or finished, or queued again after a run
+    (given back: that run may have landed its commit, which its next run finds and reports)."""
+    if record.status != "queued" or record.runs > 0:
         return None
     _move(record, "cancelled")
     record.finished_ms = now_ms()

@@ -135,14 +135,16 @@ def _decide(member: Member, view: View) -> Decided:
 
 
 async def queued_behind(jobs: JobStore, first: JobRecord, count: int) -> list[bytes]:
-    """The stored records of the first ``count`` jobs of ``first``'s partition queue other than ``first``
-    itself, in queue order (any wiki, any status; those gone meanwhile are left out)."""
+    """The stored records of the jobs right behind ``first`` among the first ``count`` of its partition
+    queue, in queue order (any wiki, any status; those gone meanwhile are left out). A job ahead of
+    ``first`` (one arq skipped for its in-progress marker, which may be stale) is never among them: taken
+    along, it would land after ``first``."""
     redis = jobs.redis
     ids = [
         raw.decode() if isinstance(raw, bytes) else str(raw)
         for raw in await redis.zrange(queue_name(first.partition), 0, count)
     ]
-    ids = [job_id for job_id in ids if job_id != first.job_id]
+    ids = ids[ids.index(first.job_id) + 1 :] if first.job_id in ids else []
     raws = await redis.mget([jobs.key(job_id) for job_id in ids]) if ids else []
     return [raw for raw in raws if raw is not None]
 
@@ -191,17 +193,27 @@ async def claim(
     return members
 
 
-async def release(jobs: JobStore, members: list[Member], lease: Lease | None = None) -> None:
-    """Give back followers that were not landed: ``queued`` again, their run counted, so that whichever
-    run takes them next looks for their own commit first (safe even if the group did land)."""
+async def release(
+    jobs: JobStore, members: list[Member], lease: Lease | None = None, head: bool = False
+) -> None:
+    """Give back followers that were not landed (and, with ``head``, the head too): ``queued`` again,
+    their run counted, so that whichever run takes them next looks for their own commit first (safe even
+    if the group did land; a job given back cannot be cancelled)."""
     items = []
     for member in members:
-        if not member.follower or member.stored is None:
+        if not (member.follower or head) or member.stored is None:
             continue
         record = lifecycle.give_back(member.record.model_copy())
         items.append((record.job_id, member.stored, record.model_dump_json(exclude_defaults=True).encode()))
     if items:
         await jobs.swap_many(items, lease, members[0].record.partition)
+
+
+async def _give_back(jobs: JobStore, members: list[Member], lease: Lease | None) -> None:
+    """``release`` every member, the head too, as a run stopped while waiting does; Redis away or the
+    lease lost leaves them ``running`` (their next run, or the partition's next owner, takes them)."""
+    with contextlib.suppress(RedisError, OSError, Fenced):
+        await release(jobs, members, lease, head=True)
 
 
 @dataclass
@@ -265,9 +277,11 @@ async def run(
     stop: asyncio.Event,
 ) -> list[Decided]:
     """Land ``head`` and the batches claimed behind it on ``target`` (see the module): every member's
-    outcome, in order; empty when ``stop`` was set while waiting (the jobs stay ``running`` and run again,
-    looking for their commits first). Unexpected errors are raised, the followers given back."""
+    outcome, in order; empty when ``stop`` was set while waiting, every member given back (``queued``
+    again, at its place: the head's arq entry is still queued, and each looks for its own commit first
+    when it runs again). Unexpected errors are raised, the followers given back."""
     if not await target.ready(stop):
+        await _give_back(jobs, [head], lease)
         return []
     members = [head]
     try:
@@ -278,6 +292,7 @@ async def run(
             await release(jobs, members[1:], lease)
         raise
     if ended is None:
+        await _give_back(jobs, members, lease)
         return []
     if ended.left_out:
         with contextlib.suppress(RedisError, OSError, Fenced):

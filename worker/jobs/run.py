@@ -85,11 +85,14 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
         outcomes = await asyncio.shield(work)
     except asyncio.CancelledError:
         # arq's job timeout (or a shutdown) cancels the job, but git work cannot stop half-way: let it end,
-        # record what it did, then let the cancellation through. A remote-backed wiki's wait for its
-        # remote stops at once (its jobs stay running and run again). No job is left with an unreported
-        # commit.
+        # record what it did, then let the cancellation through. No job is left with an unreported commit.
         stop.set()
         outcomes = await work
+        if not outcomes:
+            # a remote-backed wiki's wait for its remote stopped at once, its jobs given back: ``Retry``
+            # keeps the head's arq entry queued at its place (arq drops the entry of a job that ends
+            # with its timeout; a shutdown's cancellation keeps it either way)
+            raise Retry() from None
         await finish(ctx, resources, outcomes)
         raise
     await finish(ctx, resources, outcomes)

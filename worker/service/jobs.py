@@ -115,7 +115,8 @@ class Jobs:
         if after is None:
             raise JobNotFound(f"no job {job_id!r}")
         if after.status != "cancelled":
-            raise NotCancellable(f"job {job_id} is {after.status}; only a queued job can be cancelled")
+            started = "started" if after.status == "queued" else after.status  # queued again after a run
+            raise NotCancellable(f"job {job_id} is {started}; only a queued job can be cancelled")
         await cancel_queued(self.redis, job_id, after.partition)
         job_cancelled(self.redis, after)
         return after.public(reveals(caller, after))
