@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import signal
 
@@ -30,7 +29,6 @@ log = logging.getLogger("wikiq.webhooks")
 async def serve(settings: Settings) -> None:
     """Take first attempts until SIGINT/SIGTERM; then let those in flight finish (bounded by the delivery
     timeout). Without ``WIKIQ_WEBHOOK_SECRET`` there is nothing to send: wait for the signal."""
-    os.nice(10)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
