@@ -12,8 +12,7 @@ PREFIX = "wikiq:"
 EVENTS = "wikiq:events"  # pub/sub: a job id, published when the job finishes
 WORKERS = "wikiq:workers"  # sorted set: worker id -> last heartbeat (ms)
 WEBHOOK_QUEUE = "wikiq:webhooks"  # the arq queue of webhook delivery attempts
-FIRST_ATTEMPTS = "wikiq:webhooks:first"  # list: finished records whose first webhook attempt is not sent
-SENDERS_ALIVE = "wikiq:webhooks:senders"  # set by live `wikiq webhooks` processes; expires unless renewed
+OUTBOX_GROUP = "takers"  # the consumer group of every partition's webhook outbox (``outbox``)
 METRICS = "wikiq:metrics"  # hash: metric field -> value, added to by every worker
 WIKIS = "wikiq:wikis"  # hash: wiki id -> its registry entry (JSON), for remote-backed wikis
 WIKI_HEADS = "wikiq:wiki-heads"  # hash: wiki id -> "<head commit> <published ms>", remote-backed wikis
@@ -75,6 +74,11 @@ def lease(partition: int) -> str:
 def lease_epoch(partition: int) -> str:
     """The counter every grant of a partition's lease raises: the fencing token of the run that holds it."""
     return f"wikiq:lease-epoch:{partition}"
+
+
+def outbox(partition: int) -> str:
+    """The webhook outbox of a partition (a stream): one entry (job id, round) per webhook round to send."""
+    return f"wikiq:outbox:{partition}"
 
 
 def rate(principal_id: str, slot: int) -> str:

@@ -1,4 +1,5 @@
-"""A ``wikiq worker`` process: partition leases, their consumers, the doorbell loop and webhook delivery.
+"""A ``wikiq worker`` process: partition leases, their consumers, the doorbell loop and webhook delivery
+(a taker of the outbox, ``worker.webhooks.taker``, and arq's loop of retries).
 
 Worker processes share partitions fairly: each registers a heartbeat, aims for ``ceil(P / live)``
 partitions, takes free leases up to that, and hands back extras when idle. A killed process's leases
@@ -46,6 +47,7 @@ from worker.jobs.resources import Resources
 from worker.settings import Settings
 from worker.webhooks.deliver import deliver_webhook, signer_for
 from worker.webhooks.http import WebhookSender
+from worker.webhooks.taker import Taker, taker_name
 
 log = logging.getLogger("wikiq.worker")
 
@@ -113,6 +115,12 @@ class WorkerProcess:
             asyncio.create_task(self._bell_loop()),
             asyncio.create_task(self._webhook_loop(ctx, webhook_workers)),
         ]
+        taker = None
+        if signer is not None and not settings.webhook_senders:  # first attempts: this process takes too
+            taker = Taker(
+                settings, self.resources.jobs, self.bell_redis, http, signer, rng, taker_name("worker")
+            )
+            others.append(asyncio.create_task(taker.serve(self.stopping)))
         try:
             await self.stopping.wait()
         finally:
@@ -127,6 +135,7 @@ class WorkerProcess:
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
+            deliveries += [] if taker is None else list(taker.tasks)
             if deliveries:  # let deliveries in flight finish (bounded)
                 await asyncio.wait(deliveries, timeout=settings.webhook_timeout)
             await http.aclose()

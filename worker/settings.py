@@ -55,9 +55,9 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = False
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: Annotated[float, Field(gt=0, le=60)] = 15.0
-    # true: `wikiq webhooks` processes send each first attempt at once (arq's attempt 0 deferred as the
-    # safety net); false: the workers send it through arq themselves (no extra process, more worker CPU)
-    webhook_senders: bool = True
+    # true: only `wikiq webhooks` processes take first attempts from the outbox (run at least one);
+    # false: every worker takes them too
+    webhook_senders: bool = False
     max_edits: Annotated[int, Field(ge=1)] = 1000
     max_content_bytes: Annotated[int, Field(ge=1)] = 8 * 1024 * 1024
     max_file_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
@@ -199,12 +199,6 @@ class Settings(BaseSettings):
         except (ValueError, binascii.Error):
             raise ValueError("must be whsec_ followed by base64 bytes") from None
         return value
-
-    @property
-    def senders_send_first_attempts(self) -> bool:
-        """True when `wikiq webhooks` processes send first attempts: webhooks are signed (a secret is set)
-        and ``webhook_senders`` is on."""
-        return self.webhook_secret is not None and self.webhook_senders
 
     @property
     def redis_where(self) -> str:

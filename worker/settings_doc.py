@@ -139,8 +139,9 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "webhook_retry_schedule": "Comma-separated seconds before each attempt; the length is the "
             "number of attempts. Each delay gets ±20 % jitter and is never shorter than a `Retry-After`.",
             "webhook_timeout": "Seconds a receiver has to answer 2xx.",
-            "webhook_senders": "`true`: `wikiq webhooks` processes send each first attempt at once; "
-            "`false`: the workers send it through arq (no extra process, more worker CPU per webhook).",
+            "webhook_senders": "`false`: every worker takes first attempts from the webhook outbox (and "
+            "`wikiq webhooks` processes, if any run, share them); `true`: only `wikiq webhooks` processes "
+            "do, off the workers' cores (run at least one: until one runs, first attempts wait).",
             "redeliver_interval_seconds": "At most one manual redelivery per job per interval (`429`).",
         },
     ),

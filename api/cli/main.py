@@ -108,7 +108,7 @@ def worker() -> None:
 
 @app.command()
 def webhooks() -> None:
-    """Run a webhook sender: the first attempt of each finished job's webhook, sent at once."""
+    """Run a webhook sender: takes the first attempt of each finished job's webhook from the outbox."""
     from worker.sender import serve
 
     settings = _settings()
@@ -142,6 +142,8 @@ def dev(
     data = settings.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, WIKIQ_DATA_DIR=str(data))
+    # the webhook sender below takes every first attempt, the worker none (sent sooner: see README)
+    env.setdefault("WIKIQ_WEBHOOK_SENDERS", "true")
     secret_source = "WIKIQ_WEBHOOK_SECRET"
     if settings.webhook_secret is None:
         env["WIKIQ_WEBHOOK_SECRET"] = _dev_secret(data)

@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from api.server.deps import Svc
 from worker.jobs.queue import WORKERS, lease_key, queue_name
-from worker.keys import FIRST_ATTEMPTS, WEBHOOK_QUEUE
+from worker.keys import WEBHOOK_QUEUE, outbox
 from worker.settings import Settings
 from worker.telemetry.metrics import COUNTERS, HISTOGRAMS, KEY, bound_text, parse_field
 
@@ -46,7 +46,7 @@ class Snapshot:
     live: list[str] = field(default_factory=list)
     webhooks_due: int = 0
     webhooks_deferred: int = 0
-    first_attempts_waiting: int = 0
+    outbox_entries: int = 0
     now_ms: int = 0
 
 
@@ -63,16 +63,17 @@ async def read_snapshot(settings: Settings, redis: Redis) -> Snapshot:
         pipe.zrangebyscore(WORKERS, now_ms - int(settings.lease_seconds * 1000), "+inf")
         pipe.zcount(WEBHOOK_QUEUE, "-inf", now_ms)
         pipe.zcard(WEBHOOK_QUEUE)
-        pipe.llen(FIRST_ATTEMPTS)
+        for partition in range(count):
+            pipe.xlen(outbox(partition))
         for partition in range(count):
             pipe.zcard(queue_name(partition))
             pipe.zrange(queue_name(partition), 0, 0, withscores=True)
             pipe.get(lease_key(partition))
         replies = await pipe.execute()
-    stored, live, due, total, waiting = replies[:5]
-    rest = replies[5:]
+    stored, live, due, total = replies[:4]
+    rest = replies[4 + count :]
     snap = Snapshot(now_ms=now_ms, webhooks_due=int(due), webhooks_deferred=int(total) - int(due))
-    snap.first_attempts_waiting = int(waiting)
+    snap.outbox_entries = sum(int(n) for n in replies[4 : 4 + count])
     snap.stored = {_text(k): float(v) for k, v in stored.items()}
     snap.live = sorted(_text(w) for w in live)
     for i in range(count):
@@ -172,17 +173,17 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily("wikiq_workers_live", "Worker processes with a recent heartbeat.", len(live))
         hooks = GaugeMetricFamily(
             "wikiq_webhook_queue_depth",
-            "Webhook attempts queued on arq: due now, or deferred (retries, first attempts' safety net).",
+            "Webhook retries queued on arq: due now, or deferred.",
             labels=["state"],
         )
         hooks.add_metric(["due"], snap.webhooks_due)
         hooks.add_metric(["deferred"], snap.webhooks_deferred)
         yield hooks
         yield GaugeMetricFamily(
-            "wikiq_webhook_first_attempts_waiting",
-            "Finished jobs whose first webhook attempt no `wikiq webhooks` process has taken yet (grows when "
-            "none runs: arq's safety net then sends them, later).",
-            snap.first_attempts_waiting,
+            "wikiq_webhook_outbox_entries",
+            "First webhook attempts in the partitions' outboxes, not yet sent and recorded (grows while no "
+            "taker runs; each partition keeps about 10 000, dropping the oldest past that).",
+            snap.outbox_entries,
         )
 
 

@@ -95,13 +95,26 @@ def running_receiver() -> Iterator[Receiver]:
 def main() -> None:
     """``python -m tests.e2e.receiver PORT``: answer 200 to every POST (HTTP/1.1, connections kept alive,
     as any production web server does); ``GET /count`` says how many came, ``GET /last`` when the last one
-    came (``time.monotonic()``, the same clock in every process of the machine). One asyncio loop, so the
-    receiver costs the machine it shares with the benchmark little CPU per request."""
+    came (``time.monotonic()``, the same clock in every process of the machine), ``GET /delays`` how long
+    after its job finished each came, in ms, one per line (the wall clock at arrival minus the event's
+    ``timestamp``, the job's finish time in ms on the same machine's clock). One asyncio loop, so the
+    receiver costs the machine it shares with the benchmark little CPU per request: a POST keeps its arrival
+    time and the event's first bytes, read only when ``/delays`` is asked for."""
     import asyncio
     import sys
+    from datetime import datetime
 
     count = 0
     last = 0.0
+    arrivals: list[tuple[float, bytes]] = []
+
+    def delays() -> bytes:
+        out = []
+        for arrived, head in arrivals:
+            start = head.find(b'"timestamp":"') + len(b'"timestamp":"')
+            stamp = head[start : head.find(b'"', start)].decode().replace("Z", "+00:00")
+            out.append(f"{(arrived - datetime.fromisoformat(stamp).timestamp()) * 1000:.3f}")
+        return "\n".join(out).encode()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal count, last
@@ -114,13 +127,17 @@ def main() -> None:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value)
-                await reader.readexactly(length)
+                content = await reader.readexactly(length)
                 if request.startswith("POST "):
                     count += 1
                     last = time.monotonic()
+                    arrivals.append((time.time(), content[:120]))
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                 else:
-                    body = str(last if request.startswith("GET /last ") else count).encode()
+                    if request.startswith("GET /delays "):
+                        body = delays()
+                    else:
+                        body = str(last if request.startswith("GET /last ") else count).encode()
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()

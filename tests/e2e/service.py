@@ -92,8 +92,14 @@ class Service:
         for _ in range(workers):
             self.start_worker()
         for _ in range(senders):
-            self.senders.append(self._spawn("webhooks"))
+            self.start_sender()
         return self
+
+    def start_sender(self, **env: str) -> subprocess.Popen[bytes]:
+        """Start one more ``wikiq webhooks`` process (``env`` adds to or overrides the variables)."""
+        process = self._spawn("webhooks", env=env)
+        self.senders.append(process)
+        return process
 
     def start_worker(self, **env: str) -> subprocess.Popen[bytes]:
         """Start one more worker process (``env`` adds to or overrides the deployment's variables)."""

@@ -1,7 +1,7 @@
 """Webhooks end to end, through the worker and sender processes to a receiver on a socket: retried on the
 schedule, slow receivers timed out, Retry-After honoured, redelivered, exactly once per job, surviving a
-worker kill, and refused when unsafe. Signing, 410, redirects and the end of the schedule, delivery by
-delivery, are tests/service/test_webhook_delivery.py."""
+worker kill and a taker kill, and refused when unsafe. Signing, 410, redirects and the end of the
+schedule, delivery by delivery, are tests/service/test_webhook_delivery.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from standardwebhooks import Webhook
 
 from tests.e2e.receiver import Receiver, running_receiver
 from tests.e2e.service import TEST_SECRET, Service
-from tests.e2e.test_metrics import scrape_when, value
-from worker.keys import SENDERS_ALIVE
+from worker.keys import OUTBOX_GROUP, outbox
 
 FAST = "0,0.3,0.3,0.3,0.3"
 
@@ -227,45 +226,61 @@ def _lines_of(service: Service, job_id: str) -> list[str]:
     return [line for line in service.logs().splitlines() if job_id in line]
 
 
-def test_the_sender_process_sends_first_attempts_and_arqs_net_covers_a_dead_one(
-    tmp_path: Path, receiver: Receiver
-) -> None:
-    """The `wikiq webhooks` process sends a finished job's first attempt (the workers send none). A record
-    handed to a sender that then died is still sent, once, by a worker from arq's deferred safety net; once
-    no sender's heartbeat is left, a worker sends the first attempt at once."""
-    service = Service(tmp_path, WIKIQ_WEBHOOK_TIMEOUT="1", WIKIQ_LOG_LEVEL="info").start(workers=1)
+def _until(done: Any, what: str, timeout: float = 30) -> None:
+    """Poll ``done`` until it holds (failing after ``timeout`` seconds): waiting on another process."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)  # polling another process's state, not ordering our own work
+
+
+def _stopped(process: subprocess.Popen[bytes]) -> bool:
+    """True while ``process`` is stopped by a signal (state ``T`` in ``/proc``)."""
+    stat = Path(f"/proc/{process.pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _pending(redis: Redis, partitions: int) -> dict[str, int]:
+    """Outbox entries taken and not yet recorded, by the consumer holding them."""
+    held: dict[str, int] = {}
+    for partition in range(partitions):
+        if not redis.exists(outbox(partition)):
+            continue
+        for consumer in redis.xpending(outbox(partition), OUTBOX_GROUP)["consumers"]:
+            name = consumer["name"].decode() if isinstance(consumer["name"], bytes) else consumer["name"]
+            held[name] = held.get(name, 0) + int(consumer["pending"])
+    return held
+
+
+def test_a_taker_killed_with_entries_in_hand_loses_no_webhook(tmp_path: Path, receiver: Receiver) -> None:
+    """A `wikiq webhooks` taker SIGKILLed after it took entries from the outbox and before it sent any
+    (it stops itself there, ``WIKIQ_PAUSE_AT``): what it held stays pending in the outbox's group, and the
+    taker started after it claims it once idle past the delivery timeout and sends it; every webhook
+    arrives exactly once and nothing is left pending. The workers take nothing here
+    (``WIKIQ_WEBHOOK_SENDERS=true``): the webhooks process is the only taker."""
+    service = Service(
+        tmp_path, WIKIQ_WEBHOOK_TIMEOUT="1", WIKIQ_WEBHOOK_SENDERS="true", WIKIQ_LOG_LEVEL="info"
+    ).start(workers=1, senders=0)
     redis = Redis.from_url(service.redis.url)
     try:
-        service.create_wiki("net")
-        deadline = time.monotonic() + 30
-        while not redis.exists(SENDERS_ALIVE):  # the starting sender's first heartbeat
-            assert time.monotonic() < deadline, "the webhook sender never announced itself"
-            time.sleep(0.05)  # polling Redis for the heartbeat key, which nothing announces
-        sent = _submit(service, receiver.url("/sender"), "net")
-        receiver.wait_for(lambda: len(receiver.at("/sender")) == 1)
-        _job_when(service, sent, lambda job: job["webhook"]["state"] == "delivered")
-        assert _attempts_logged(service, "webhooks", sent) == 1
-        assert _logged_attempts(service, "worker", sent) == 0
-        (sender,) = service.senders
-        sender.kill()
-        sender.wait()
-        redis.set(SENDERS_ALIVE, b"1", px=60_000)  # as if the sender had died just after this renewal
-        netted = _submit(service, receiver.url("/net"), "net")
-        waiting = scrape_when(service, lambda s: value(s, "wikiq_webhook_first_attempts_waiting") == 1)
-        assert value(waiting, "wikiq_webhook_queue_depth", state="deferred") == 1  # the safety net
-        job = _job_when(service, netted, lambda job: job["webhook"]["state"] == "delivered")
-        assert len(job["webhook"]["attempts"]) == 1 and len(receiver.at("/net")) == 1
-        assert _attempts_logged(service, "worker", netted) == 1, _lines_of(service, netted)
-        (delivery,) = receiver.at("/net")
-        assert _verify(delivery.headers, delivery.body)["data"]["job_id"] == netted
-
-        redis.delete(SENDERS_ALIVE)  # the heartbeat lapsed: no sender left
-        alone = _submit(service, receiver.url("/alone"), "net")
-        receiver.wait_for(lambda: len(receiver.at("/alone")) == 1, timeout=8)  # the net would take 11 s
-        _job_when(service, alone, lambda job: job["webhook"]["state"] == "delivered")
-        assert _attempts_logged(service, "worker", alone) == 1, _lines_of(service, alone)
-        # nothing handed over for it: only the dead sender's record still waits
-        assert value(scrape_when(service, lambda s: True), "wikiq_webhook_first_attempts_waiting") == 1
+        service.create_wiki("kill")
+        first = service.start_sender(WIKIQ_PAUSE_AT="webhooks.taken")
+        jobs = [_submit(service, receiver.url("/taken"), "kill") for _ in range(3)]
+        _until(lambda: _stopped(first), "the taker to stop with entries in hand")
+        held = _pending(redis, 4)
+        assert sum(held.values()) >= 1 and all(name.startswith("webhooks:") for name in held), held
+        first.kill()
+        first.wait()
+        assert receiver.at("/taken") == []  # taken, never sent
+        service.start_sender()
+        receiver.wait_for(lambda: len(receiver.at("/taken")) >= 3)
+        for job_id in jobs:
+            job = _job_when(service, job_id, lambda j: j["webhook"]["state"] == "delivered")
+            assert len(job["webhook"]["attempts"]) == 1
+        ids = sorted(d.headers["webhook-id"] for d in receiver.at("/taken"))
+        assert ids == sorted(f"msg_{job_id}" for job_id in jobs)  # each exactly once
+        assert sum(_pending(redis, 4).values()) == 0
+        assert _logged_attempts(service, "worker", jobs[0]) == 0
     finally:
         redis.close()
         service.stop()

@@ -153,14 +153,16 @@ def test_data_dir_is_a_volume_the_image_creates_for_its_user(path: Path) -> None
 
 @pytest.mark.parametrize("path", COMPOSE_FILES, ids=lambda p: p.name)
 def test_a_webhook_sender_runs_with_the_workers_secret(path: Path) -> None:
-    """A ``wikiq webhooks`` service sends first attempts (without one they wait for arq's safety net), with
-    the Redis and the webhook secret the workers have."""
+    """A ``wikiq webhooks`` service takes first attempts from the outbox (the workers, told so by
+    ``WIKIQ_WEBHOOK_SENDERS``, take none: with no sender running they would wait), with the Redis and the
+    webhook secret the workers have."""
     services = _wikiq_services(_load(path))
     senders = [s for s in services.values() if list(s["command"]) == ["wikiq", "webhooks"]]
     workers = [s for s in services.values() if list(s["command"]) == ["wikiq", "worker"]]
     assert senders and workers, path.name
+    assert all(w["environment"].get("WIKIQ_WEBHOOK_SENDERS") == "true" for w in workers), path.name
     for sender in senders:
-        for name in ("WIKIQ_REDIS_URL", "WIKIQ_WEBHOOK_SECRET"):
+        for name in ("WIKIQ_REDIS_URL", "WIKIQ_WEBHOOK_SECRET", "WIKIQ_WEBHOOK_SENDERS"):
             assert sender["environment"].get(name) == workers[0]["environment"].get(name), (path.name, name)
 
 

@@ -370,8 +370,9 @@ async def deployment(server: RedisServer, root: Path, **overrides: Any) -> Async
 
 def settings_of(url: str, data: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """The settings of a test deployment: those of the process-level tests (private webhook hosts allowed,
-    a webhook secret, no rate limit) with two partitions and no webhook sender process (the worker queues
-    each first attempt on arq at once, as ``WIKIQ_WEBHOOK_SENDERS=false`` does); ``overrides`` replace any."""
+    a webhook secret, no rate limit) with two partitions and no webhook sender process (worker processes
+    take first attempts from the outbox, as ``WIKIQ_WEBHOOK_SENDERS=false`` has them do; in process the
+    tests drive a taker themselves); ``overrides`` replace any."""
     return {
         "redis_url": url,
         "data_dir": data,

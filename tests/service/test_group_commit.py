@@ -21,6 +21,7 @@ from worker.jobs.proofs import CommitKey
 from worker.jobs.queue import queue_name
 from worker.jobs.records import JobStore, partition_of
 from worker.jobs.targets import LocalTarget
+from worker.keys import outbox
 
 SETTINGS = {"partitions": 1}  # one queue: every job of the module is behind the one running
 
@@ -90,8 +91,8 @@ async def test_a_refused_batch_fails_alone_and_the_next_sees_the_ones_before(dep
 
 
 async def test_followers_leave_arq_queue_and_have_their_webhook_queued(dep: Deployment) -> None:
-    """The jobs taken along leave arq's queue (no entry left to run again) and the first attempt of each
-    one's webhook is queued, as for a job arq ran itself."""
+    """The jobs taken along leave arq's queue (no entry left to run again) and each one's webhook is
+    handed to the partition's outbox (one entry, round 0), as for a job arq ran itself."""
     wiki = await dep.new_wiki("group")
     url = "http://receiver.test/hook"
     batches = [
@@ -106,7 +107,10 @@ async def test_followers_leave_arq_queue_and_have_their_webhook_queued(dep: Depl
     for job_id in ids:
         entry, _, in_progress, retry = job_keys(job_id)
         assert not await dep.redis.exists(entry, in_progress, retry)
-        assert await dep.redis.zscore("wikiq:webhooks", f"wh:{job_id}:0:0") is not None
+    handed = [
+        (fields[b"job"].decode(), fields[b"round"]) for _, fields in await dep.redis.xrange(outbox(partition))
+    ]
+    assert [entry for entry in handed if entry[0] in ids] == [(job_id, b"0") for job_id in ids]
 
 
 async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment) -> None:

@@ -1,7 +1,8 @@
 """Webhook delivery in process: ``httpx.MockTransport`` is the receiver, the test is the scheduler.
 
-A job is submitted through the app and run by the in-process worker, which queues its first delivery
-attempt. The test then calls the arq job function ``deliver_webhook(ctx, job_id, round, attempt)`` itself,
+A job is submitted through the app and run by the in-process worker, which hands its webhook to the
+outbox (no taker runs in process: the tests below drive one). The test then calls the arq job function
+``deliver_webhook(ctx, job_id, round, attempt)`` itself,
 attempt after attempt, with a context holding the production webhook client over a ``MockTransport``, the
 signer, and a seeded ``random.Random``. The delay each retry was queued with is read back from arq
 (``Job.info()``: score minus enqueue time), so the schedule is checked exactly without waiting for it.
@@ -10,7 +11,6 @@ signer, and a seeded ``random.Random``. The delay each retry was queued with is 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import random
 from collections.abc import AsyncIterator, Callable
@@ -29,8 +29,9 @@ from tests.service.harness import TEST_SECRET, Deployment, create
 from worker import keys
 from worker.jobs.context import JobContext
 from worker.jobs.payloads import loads
-from worker.jobs.run import apply_batch
 from worker.webhooks.deliver import deliver_webhook, send, signer_for, webhook_client
+from worker.webhooks.http import WebhookSender
+from worker.webhooks.taker import Taker
 
 SCHEDULE = (0.0, 5.0, 300.0, 1800.0)
 SETTINGS = {"webhook_retry_schedule": SCHEDULE}
@@ -79,7 +80,7 @@ async def hook(dep: Deployment) -> AsyncIterator[Callable[..., JobContext]]:
 async def finished_job(
     dep: Deployment, edits: list[dict[str, Any]] | None = None, url: str = URL
 ) -> dict[str, Any]:
-    """A job with ``webhook.url`` run to its end by the worker (its first attempt is queued, not sent)."""
+    """A job with ``webhook.url`` run to its end by the worker (its first attempt waits in the outbox)."""
     wiki = await dep.new_wiki("hooks")
     batch = {"message": "m", "edits": edits or [create("wiki/a.md")], "webhook": {"url": url}}
     job = await dep.apply(wiki, batch)
@@ -104,13 +105,6 @@ async def webhook_of(dep: Deployment, job_id: str) -> dict[str, Any]:
     answer = await dep.client.get(f"/v1/jobs/{job_id}")
     assert answer.status_code == 200, answer.text
     return dict(answer.json()["webhook"])
-
-
-async def test_the_first_attempt_is_queued_when_the_job_finishes(dep: Deployment) -> None:
-    """Finishing a job with a webhook queues attempt 0 of round 0 at once (delay 0)."""
-    job = await finished_job(dep)
-    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
-    assert await queued_delay(dep, job["job_id"], 0, 1) is None
 
 
 async def test_delivery_is_signed_and_verifies(dep: Deployment, hook: Callable[..., JobContext]) -> None:
@@ -328,7 +322,7 @@ async def test_redelivery_is_a_new_round_with_the_same_id(
     answer = await dep.client.post(f"/v1/jobs/{job['job_id']}/webhook/redeliver")
     assert answer.status_code == 202, answer.text
     assert answer.json()["webhook"]["state"] == "pending"
-    assert await queued_delay(dep, job["job_id"], 1, 0) == 0.0
+    assert (job["job_id"], 1) in await outbox(dep)
     assert await deliver_webhook(ctx, job["job_id"], 0, 1) is None  # a stale round: nothing is sent
     assert len(receiver.requests) == 1
     assert await deliver_webhook(ctx, job["job_id"], 1, 0) == "delivered"
@@ -404,127 +398,105 @@ async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callabl
     assert body["data"]["webhook"]["url"] == URL  # the receiver is the submitter's own: not redacted
 
 
-def _sending(dep: Deployment) -> JobContext:
-    """An arq ``ctx`` for ``apply_batch`` in a deployment whose webhook senders send first attempts
-    (``WIKIQ_WEBHOOK_SENDERS=true``); a sender counts as alive only once ``_alive`` said so."""
-    ctx = dep.worker.context()
-    settings = dep.settings.model_copy(update={"webhook_senders": True})
-    ctx["resources"] = dataclasses.replace(ctx["resources"], settings=settings)
-    return ctx
+async def outbox(dep: Deployment) -> list[tuple[str, int]]:
+    """The entries of every partition's outbox, as (job id, round)."""
+    found = []
+    for partition in range(dep.settings.partitions):
+        for _, fields in await dep.redis.xrange(keys.outbox(partition)):
+            found.append((fields[b"job"].decode(), int(fields[b"round"])))
+    return found
 
 
-async def _finished_with(dep: Deployment, ctx: JobContext, url: str = URL) -> dict[str, Any]:
-    """A job with a webhook, run by ``apply_batch`` with ``ctx`` (the worker paused meanwhile)."""
+async def empty_outbox(dep: Deployment) -> None:
+    """Delete every partition's outbox (a taker's next read joins again)."""
+    await dep.redis.delete(*(keys.outbox(p) for p in range(dep.settings.partitions)))
+
+
+def taker(dep: Deployment, name: str = "taker-a") -> Taker:
+    """A taker of this deployment's outbox (consumer ``name``) sending to loopback."""
+    signer = signer_for(TEST_SECRET)
+    assert signer is not None
+    sender = WebhookSender(allow_private=True, timeout=5)
+    jobs = dep.worker.resources.jobs
+    return Taker(dep.settings, jobs, dep.redis, sender, signer, random.Random(2), name)
+
+
+async def take_all(one: Taker) -> int:
+    """Read what waits in the outbox, send it as one burst and record it; how many entries were read."""
+    await one.outbox.join()
+    entries = await one.outbox.read(0)
+    if entries:
+        await one.deliver(entries)
+    await one.sender.aclose()
+    return len(entries)
+
+
+async def _finished(dep: Deployment, url: str = URL) -> str:
+    """A job with a webhook run to its end by the worker; its id."""
     wiki = await dep.new_wiki("first")
-    batch = {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}
-    async with dep.worker.paused():
-        job_id = await dep.submit_ok(wiki, batch)
-        assert await apply_batch(ctx, job_id) == "succeeded"
-    return await dep.wait(job_id)
+    return (await dep.apply(wiki, {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}))[
+        "job_id"
+    ]
 
 
-async def _alive(dep: Deployment) -> None:
-    """Set the senders' heartbeat, as a live `wikiq webhooks` process keeps it (a minute here)."""
-    await dep.redis.set(keys.SENDERS_ALIVE, b"1", px=60_000)
+async def test_a_finish_appends_one_outbox_entry_and_queues_nothing_on_arq(dep: Deployment) -> None:
+    """The finish hands the webhook over as one entry (job id, round 0) on its partition's outbox: no record
+    bytes, no attempt on arq; a job without a webhook appends nothing."""
+    await empty_outbox(dep)
+    job_id = await _finished(dep)
+    wiki = await dep.new_wiki("plain")
+    await dep.apply(wiki, {"message": "m", "edits": [create("wiki/a.md")]})
+    assert await outbox(dep) == [(job_id, 0)]
+    record = await dep.worker.resources.jobs.get(job_id)
+    assert record is not None
+    (_, fields), *_ = await dep.redis.xrange(keys.outbox(record.partition))
+    assert set(fields) == {b"job", b"round"}
+    assert await queued_delay(dep, job_id, 0, 0) is None
 
 
-async def handed_over(dep: Deployment) -> list[bytes]:
-    """The records on the webhook senders' list, oldest first."""
-    return list(await dep.redis.lrange(keys.FIRST_ATTEMPTS, 0, -1))
-
-
-async def test_a_finish_hands_the_record_to_the_webhook_senders_and_defers_arqs_attempt(
-    dep: Deployment,
+async def test_a_redelivery_appends_its_round_to_the_outbox(
+    dep: Deployment, hook: Callable[..., JobContext]
 ) -> None:
-    """With webhook senders, the finish pushes the record's exact stored bytes on their list and queues arq's
-    attempt 0 the delivery timeout + 10 s later (sent by a worker if no sender records the attempt first)."""
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    await _alive(dep)
-    job = await _finished_with(dep, _sending(dep))
-    assert await queued_delay(dep, job["job_id"], 0, 0) == dep.settings.webhook_timeout + 10
-    (stored,) = await handed_over(dep)
-    assert stored == await dep.redis.get(f"wikiq:job:{job['job_id']}")
-    assert 0 < await dep.redis.pttl(keys.FIRST_ATTEMPTS) <= 60_000  # gone a minute after the last push
-    assert b"webhook_event" not in stored  # no copy of the event stored
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
+    """POST .../redeliver hands round 1 to the outbox in the same write that starts it."""
+    job_id = await _finished(dep)
+    assert await deliver_webhook(hook(Receiver(httpx.Response(200))), job_id, 0, 0) == "delivered"
+    await empty_outbox(dep)
+    answer = await dep.client.post(f"/v1/jobs/{job_id}/webhook/redeliver")
+    assert answer.status_code == 202, answer.text
+    assert await outbox(dep) == [(job_id, 1)]
 
 
-async def test_without_webhook_senders_nothing_is_handed_over(dep: Deployment) -> None:
-    """``WIKIQ_WEBHOOK_SENDERS=false`` (this module's default): attempt 0 is queued at once, on arq only."""
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    job = await _finished_with(dep, dep.worker.context())
-    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
-    assert await handed_over(dep) == []
-
-
-async def test_with_no_sender_alive_attempt_0_is_due_at_once_and_nothing_is_handed_over(
-    dep: Deployment,
-) -> None:
-    """Senders on, but no `wikiq webhooks` process alive (its heartbeat lapsed, or none ever ran): the worker
-    queues attempt 0 on arq due at once, as without senders, instead of leaving it to the safety net."""
-    await dep.redis.delete(keys.FIRST_ATTEMPTS, keys.SENDERS_ALIVE)
-    job = await _finished_with(dep, _sending(dep))
-    assert await queued_delay(dep, job["job_id"], 0, 0) == 0.0
-    assert await handed_over(dep) == []
-
-
-async def test_the_senders_list_keeps_the_newest_records_up_to_its_cap(
-    dep: Deployment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With no sender popping, the list is cut to its cap, dropping the oldest records (their attempts are
-    left to arq's safety net)."""
+async def test_the_outbox_is_trimmed_past_its_cap(dep: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no taker reading, a partition's outbox keeps about ``OUTBOX_CAP`` entries, dropping the oldest
+    (``MAXLEN ~``: whole nodes of ``stream-node-max-entries`` entries, set to 1 here to see it exactly)."""
     from worker.jobs import records
 
-    monkeypatch.setattr(records, "FIRST_ATTEMPTS_CAP", 2)
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    await _alive(dep)
-    jobs = [(await _finished_with(dep, _sending(dep)))["job_id"] for _ in range(3)]
-    kept = [json.loads(stored)["job_id"] for stored in await handed_over(dep)]
-    assert kept == jobs[1:]
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-
-
-async def test_a_record_popped_late_is_left_to_arqs_safety_net(
-    dep: Deployment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A sender that pops a record later than ``STALE_MS`` after its finish sends nothing for it: arq's
-    attempt 0, due soon, sends it (a POST now could arrive twice)."""
-    from worker.webhooks import first as first_module
-    from worker.webhooks.first import FirstAttempts
-    from worker.webhooks.http import WebhookSender
-
-    monkeypatch.setattr(first_module, "STALE_MS", -1)  # every record counts as popped late
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    await dep.redis.rpush(keys.FIRST_ATTEMPTS, b"not a record")  # skipped too, without stopping the sender
-    await _alive(dep)
-    with running_receiver() as receiver:
-        job = await _finished_with(dep, _sending(dep), receiver.url("/late"))
-        sender = WebhookSender(allow_private=True, timeout=5)
-        signer = signer_for(TEST_SECRET)
-        assert signer is not None
-        first = FirstAttempts(
-            dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
-        )
-        assert await first.take(block=0) == 2
-        await first.close(10)
-        await sender.aclose()
-        assert receiver.at("/late") == []
-    assert await handed_over(dep) == []
-    assert (await webhook_of(dep, job["job_id"]))["attempts"] == []
-    assert await queued_delay(dep, job["job_id"], 0, 0) == dep.settings.webhook_timeout + 10
+    monkeypatch.setattr(records, "OUTBOX_CAP", 2)
+    before = await dep.redis.config_get("stream-node-max-entries")
+    await dep.redis.config_set("stream-node-max-entries", 1)
+    try:
+        await empty_outbox(dep)
+        jobs = [await _finished(dep) for _ in range(8)]
+        by_partition: dict[int, list[str]] = {}
+        for job_id in jobs:
+            record = await dep.worker.resources.jobs.get(job_id)
+            assert record is not None
+            by_partition.setdefault(record.partition, []).append(job_id)
+        kept = [job for job, _ in await outbox(dep)]
+        assert sorted(kept) == sorted(job for ids in by_partition.values() for job in ids[-2:])
+        assert len(kept) < len(jobs)
+    finally:
+        await dep.redis.config_set("stream-node-max-entries", before["stream-node-max-entries"])
 
 
 @pytest.mark.parametrize(
     ("reply", "state", "next_delay"), [(200, "delivered", None), (500, "pending", SCHEDULE[1])]
 )
-async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
+async def test_a_taker_sends_records_and_acknowledges_a_first_attempt(
     dep: Deployment, reply: int, state: str, next_delay: float | None
 ) -> None:
-    """``FirstAttempts`` pops the finished record, POSTs the signed event, records the attempt on the job in
-    one script, drops arq's attempt 0 and, after a failure, queues attempt 1 on the schedule (±20 %)."""
-    from worker.webhooks.first import FirstAttempts
-    from worker.webhooks.http import WebhookSender
-
+    """A taker reads the entry, POSTs the signed event, records the attempt on the job, acknowledges and
+    deletes the entry in one script and, after a failure, queues attempt 1 on the schedule (±20 %)."""
     got: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -539,25 +511,10 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
-    sender = WebhookSender(allow_private=True, timeout=5)
-    signer = signer_for(TEST_SECRET)
-    assert signer is not None
-    first = FirstAttempts(
-        dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
-    )
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    await _alive(dep)
-    wiki = await dep.new_wiki("first")
-    async with server, dep.worker.paused():  # the job's arq entry runs only when told to, below
-        job_id = await dep.submit_ok(
-            wiki, {"message": "m", "edits": [create("wiki/a.md")], "webhook": {"url": url}}
-        )
-        assert await apply_batch(_sending(dep), job_id) == "succeeded"
-        assert await first.take(block=0) == 1
-        await first.close(10)
-        # arq's entry of the job, run again (as after a crash before arq saw it end): nothing re-queued
-        assert await apply_batch(dep.worker.context(), job_id) == "succeeded"
-    await sender.aclose()
+    await empty_outbox(dep)
+    async with server:
+        job_id = await _finished(dep, url)
+        assert await take_all(taker(dep)) == 1
     (request,) = got
     head, body = request.split(b"\r\n\r\n", 1)
     headers = dict(line.decode().split(": ", 1) for line in head.split(b"\r\n")[1:])
@@ -565,7 +522,9 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
     assert event["data"]["job_id"] == job_id
     webhook = await webhook_of(dep, job_id)
     assert webhook["state"] == state and [a["status"] for a in webhook["attempts"]] == [reply]
-    assert await queued_delay(dep, job_id, 0, 0) is None
+    assert await outbox(dep) == []  # acknowledged and deleted
+    pending = await dep.redis.xpending(keys.outbox(0), keys.OUTBOX_GROUP)
+    assert pending["pending"] == 0
     delay = await queued_delay(dep, job_id, 0, 1)
     if next_delay is None:
         assert delay is None
@@ -573,23 +532,58 @@ async def test_a_first_attempt_is_recorded_and_replaces_the_safety_net(
         assert delay is not None and next_delay * 0.8 - 0.01 <= delay <= next_delay * 1.2 + 0.01
 
 
+async def test_entries_needing_no_attempt_are_dropped_unsent(
+    dep: Deployment, hook: Callable[..., JobContext]
+) -> None:
+    """An entry of a job already delivered, of an older round, of an unknown job, or not wikiq's, is
+    acknowledged and deleted without a POST."""
+    with running_receiver() as receiver:
+        job_id = await _finished(dep, receiver.url("/once"))
+        await empty_outbox(dep)
+        assert await deliver_webhook(hook(Receiver(httpx.Response(200))), job_id, 0, 0) == "delivered"
+        for fields in ({"job": job_id, "round": 0}, {"job": job_id, "round": 7}, {"job": "nope", "round": 0}):
+            await dep.redis.xadd(keys.outbox(0), fields)
+        await dep.redis.xadd(keys.outbox(1), {"other": "x"})
+        assert await take_all(taker(dep)) == 4
+        assert receiver.deliveries == []
+    assert await outbox(dep) == [] and await dep.redis.xlen(keys.outbox(1)) == 0
+
+
+async def test_what_a_dead_taker_left_pending_is_claimed_and_sent_once(dep: Deployment) -> None:
+    """Entries one consumer read and never recorded (it died) stay pending; another taker's ``claim``
+    takes them once idle long enough, sends and records them; nothing is left pending."""
+    with running_receiver() as receiver:
+        await empty_outbox(dep)
+        job_id = await _finished(dep, receiver.url("/claimed"))
+        dead = taker(dep, "taker-dead")
+        await dead.outbox.join()
+        assert [e.job_id for e in await dead.outbox.read(0)] == [job_id]  # taken, then the taker "dies"
+        await dead.sender.aclose()
+        alive = taker(dep, "taker-alive")
+        assert await alive.outbox.read(0) == []  # a new read does not see it: it is the dead one's
+        claimed = await alive.outbox.claim(0)
+        assert [e.job_id for e in claimed] == [job_id]
+        await alive.deliver(claimed)
+        await alive.sender.aclose()
+        assert len(receiver.at("/claimed")) == 1
+    assert (await webhook_of(dep, job_id))["state"] == "delivered"
+    assert await outbox(dep) == []
+
+
 async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
     dep: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A burst holding records whose URLs can never be sent (kept before URLs were encoded at submission:
+    """A burst holding jobs whose URLs can never be sent (kept before URLs were encoded at submission:
     a 64-character label, a non-ASCII path, simulated by letting submission keep them as given) beside
     good ones: each good one is POSTed once and recorded delivered; each bad one is recorded failed, with
     its reason, and not retried."""
     from worker.service import submit as submit_module
-    from worker.webhooks.first import FirstAttempts
-    from worker.webhooks.http import WebhookSender
 
     async def as_given(url: str, allow_private: bool) -> str:
         return url
 
     monkeypatch.setattr(submit_module, "check_webhook_url", as_given)
-    await dep.redis.delete(keys.FIRST_ATTEMPTS)
-    await _alive(dep)
+    await empty_outbox(dep)
     with running_receiver() as receiver:
         urls = [
             receiver.url("/good-0"),
@@ -598,22 +592,8 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
             receiver.url("/check-✓"),
             receiver.url("/good-2"),
         ]
-        sender = WebhookSender(allow_private=True, timeout=5)
-        signer = signer_for(TEST_SECRET)
-        assert signer is not None
-        first = FirstAttempts(
-            dep.settings, dep.worker.resources.jobs, dep.redis, sender, signer, random.Random(2)
-        )
-        wiki = await dep.new_wiki("first")
-        jobs = []
-        async with dep.worker.paused():  # the jobs' arq entries run only here, by apply_batch
-            for n, url in enumerate(urls):
-                batch = {"message": "m", "edits": [create(f"wiki/{n}.md")], "webhook": {"url": url}}
-                jobs.append(await dep.submit_ok(wiki, batch))
-                assert await apply_batch(_sending(dep), jobs[-1]) == "succeeded"
-            assert await first.take(block=0) == len(urls)  # one burst
-            await first.close(10)
-        await sender.aclose()
+        jobs = [await _finished(dep, url) for url in urls]
+        assert await take_all(taker(dep)) == len(urls)  # one burst
         assert sorted(d.path for d in receiver.deliveries) == [
             "/check-%E2%9C%93",
             "/good-0",
@@ -625,5 +605,3 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
     assert all(len(h["attempts"]) == 1 for h in hooks), hooks
     assert hooks[1]["attempts"][0]["error"].startswith("InvalidWebhook: ")
     assert await queued_delay(dep, jobs[1], 0, 1) is None  # not retried: it can never be sent
-    for job_id in jobs:
-        assert await queued_delay(dep, job_id, 0, 0) is None  # arq's safety net dropped: recorded once

@@ -31,9 +31,10 @@ SCRIPTS = every_script()
 
 
 def test_the_scripts_are_found() -> None:
-    """The walk finds the job store's, the queue's, the leases', the consumer's and the registry's."""
+    """The walk finds the job store's, the outbox's, the queue's, the leases', the consumer's and the
+    registry's."""
     short = {name.rsplit(".", 1)[-1] for name in SCRIPTS}
-    assert {"SWAP", "SWAP_MANY", "FINISH_MANY", "NOTE_FIRST", "CREATE", "TAKE_OVER", "KEEP"} <= short
+    assert {"SWAP", "SWAP_MANY", "FINISH_MANY", "RECORD", "CREATE", "TAKE_OVER", "KEEP"} <= short
     assert {"ACCEPT", "GRANT", "RENEW", "RELEASE", "CLEAR_STALE", "SET_HEAD"} <= short
 
 

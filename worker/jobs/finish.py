@@ -1,11 +1,12 @@
 """Recording a group's outcomes: the last step of the pipeline (``worker.jobs.pipeline``).
 
-``finish`` records every member's outcome in one script (``JobStore.finish_many``: each record only while
-it still holds the bytes its run stored; followers leave arq's queue; webhooks are queued and handed to the
-senders), and each member whose record changed meanwhile one by one, only while its run is the job's
-latest. Every write is fenced by the run's lease: a run whose lease is known lost, or of an older epoch
-than the partition's, records nothing (``Fenced``). Redis being away is ridden out for ``RECORD_PATIENCE``
-seconds (the commits are durable already); then the job runs again (``Retry``) and finds its commits.
+``finish`` records every member's outcome in one script (``JobStore.finish_many``: each record only while it
+still holds the bytes its run stored; followers leave arq's queue; each webhook goes to its partition's
+outbox, in the same script), and each member whose record changed meanwhile one by one, only while its run is
+the job's latest. Every write is fenced by the run's lease: a run whose lease is known lost, or of an older
+epoch than the partition's, records nothing (``Fenced``). Redis being away is ridden out for
+``RECORD_PATIENCE`` seconds (the commits are durable already); then the job runs again (``Retry``) and finds
+its commits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from worker.jobs import lifecycle
 from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided
-from worker.jobs.queue import queue_name, safety_net_ms, schedule_first
+from worker.jobs.queue import queue_name
 from worker.jobs.records import Finishing, JobRecord, JobStore
 from worker.jobs.resources import Resources
 from worker.schema.answers import ErrorInfo, JobResult
@@ -47,7 +48,6 @@ def live_lease(ctx: JobContext) -> Lease | None:
 async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided]) -> None:
     """Record every outcome (see the module)."""
     live_lease(ctx)  # a run whose lease is known lost records nothing
-    defer_ms = safety_net_ms(resources.settings)
     batched: list[tuple[Decided, Finishing]] = []
     for outcome in outcomes:
         member = outcome.member
@@ -57,8 +57,6 @@ async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided])
             if finished is not None:
                 queue = queue_name(member.record.partition)
                 item = Finishing(member.record, member.stored, finished, queue, member.follower)
-                if finished.webhook is not None:
-                    item.hook_defer_ms = defer_ms  # a sender sends it at once; arq's entry is the net
                 batched.append((outcome, item))
     done = await _finish_many(ctx, resources, [item for _, item in batched]) if batched else []
     recorded = set()
@@ -93,14 +91,12 @@ async def finish_job(
     error: ErrorInfo | None,
     run: int | None = None,
 ) -> None:
-    """Record one outcome (of run ``run``: see ``lifecycle.finish``), tell the metrics (only when this run
-    finished the job: another run's finish is that run's to count) and queue the webhook."""
+    """Record one outcome (of run ``run``: see ``lifecycle.finish``; its webhook goes to the outbox in the
+    same write) and tell the metrics (only when this run finished the job: another run's finish is that
+    run's to count)."""
     finished, applied = await _record(ctx, resources.jobs, job_id, result, error, run)
-    if finished is not None and finished.status == "running":
-        return  # a newer run of the job is under way: it records the outcome and queues the webhook
-    if applied:
+    if applied and finished is not None and finished.status != "running":
         telemetry.job_finished(finished)
-    await schedule_webhook(ctx, finished)
 
 
 async def _record(
@@ -131,17 +127,3 @@ async def _record(
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)
     raise await again(ctx)
-
-
-async def schedule_webhook(ctx: JobContext, record: JobRecord | None) -> None:
-    """Queue the webhook of a finished job; if Redis is away, run the job again to queue it then. Nothing
-    once the finish's attempt 0 was recorded (a run of a job finished earlier, after a webhook sender sent
-    that attempt and dropped its arq entry: queued again, it would be sent twice)."""
-    if record is None or record.webhook is None:
-        return
-    if record.webhook.round == 0 and (record.webhook.attempts or record.webhook.state != "pending"):
-        return
-    try:
-        await schedule_first(ctx["redis"], record)
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise await again(ctx) from exc

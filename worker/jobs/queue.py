@@ -378,31 +378,3 @@ async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
         pipe.zrem(queue_name(partition), job_id)
         pipe.delete(job_key_prefix + job_id)
         await pipe.execute()
-
-
-async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, delay: float) -> None:
-    """Queue one delivery attempt; the arq job id makes a second enqueue of the same attempt a no-op."""
-    await redis.enqueue_job(
-        "deliver_webhook",
-        job_id,
-        round_,
-        attempt,
-        _job_id=keys.attempt(job_id, round_, attempt),
-        _queue_name=keys.WEBHOOK_QUEUE,
-        _defer_by=delay,
-    )
-
-
-def safety_net_ms(settings: Settings) -> int:
-    """How much later than a finish arq's attempt 0 of its webhook is queued when a webhook sender
-    (``wikiq webhooks``) sends that attempt at once: the delivery timeout plus 10 s (0: not deferred, when
-    webhooks are off or ``WIKIQ_WEBHOOK_SENDERS`` is false)."""
-    if not settings.senders_send_first_attempts:
-        return 0
-    return int((settings.webhook_timeout + 10) * 1000)
-
-
-async def schedule_first(redis: Any, record: JobRecord) -> None:
-    """Queue the first attempt of a finished job's webhook (idempotent)."""
-    if record.webhook is not None:
-        await enqueue_attempt(redis, record.job_id, record.webhook.round, 0, 0.0)

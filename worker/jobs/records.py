@@ -25,9 +25,8 @@ from redis.asyncio import Redis
 
 from worker import keys
 from worker.errors import Fenced
-from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.arq_compat import job_keys
 from worker.jobs.leases import FENCED, Lease, fence_of
-from worker.jobs.payloads import dumps
 from worker.jobs.scripts import Call, Script, arg, items, key
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch, Rename
@@ -191,16 +190,40 @@ class JobRecord(BaseModel):
         )
 
 
+# The one webhook-related step of a finish: an entry (job id, round) on the partition's outbox, which
+# ``worker.webhooks`` takes from there. A partition's outbox keeps about ``OUTBOX_CAP`` entries at most:
+# past that, the oldest are dropped (their webhooks stay pending until redelivered; see docs/webhooks.md).
+OUTBOX_CAP = 10_000
+HAND_OVER = """
+local function hand_over(outbox, cap, job_id, round)
+  redis.call('XADD', outbox, 'MAXLEN', '~', cap, '*', 'job', job_id, 'round', round)
+end
+"""
+
+
+def hand_over_round(before: JobRecord, after: JobRecord) -> str:
+    """The webhook round a change hands over to the outbox ('' none): the job just finished (succeeded or
+    failed) with a webhook, or a finished job's webhook began a new round (a redelivery)."""
+    hook = after.webhook
+    if hook is None or hook.state != "pending" or after.status not in ("succeeded", "failed"):
+        return ""
+    if before.status in FINISHED and before.webhook is not None and before.webhook.round == hook.round:
+        return ""
+    return str(hook.round)
+
+
 @dataclass
 class SwapRecord(Call):
     """Compare-and-set one record (``JobStore.update_stored``), fenced by the lease epoch: -1 when fenced,
     0 when the record changed meanwhile, 1 when stored (announced on ``channel`` unless '', with ``ttl``
-    or its own, ``release`` queued bytes given back unless '')."""
+    or its own, ``release`` queued bytes given back unless '', webhook round ``hook_round`` handed to the
+    ``outbox`` unless '')."""
 
     record: str = key()
     queued_table: str = key()
     queued_total: str = key()
     epoch_key: str = key()
+    outbox: str = key()
     expected: bytes = arg()
     body: str = arg()
     channel: str = arg()
@@ -208,11 +231,13 @@ class SwapRecord(Call):
     ttl: str = arg()
     release: str = arg()
     epoch: str = arg()
+    hook_round: str = arg()
+    outbox_cap: int = arg()
 
 
 SWAP = Script(
     SwapRecord,
-    before=FENCED,
+    before=FENCED + HAND_OVER,
     body="""
 if fenced(K.epoch_key, A.epoch) then return -1 end
 if redis.call('GET', K.record) ~= A.expected then return 0 end
@@ -225,6 +250,7 @@ if A.channel ~= '' then redis.call('PUBLISH', A.channel, A.job_id) end
 if A.release ~= '' and redis.call('HDEL', K.queued_table, A.job_id) == 1 then
   redis.call('DECRBY', K.queued_total, A.release)
 end
+if A.hook_round ~= '' then hand_over(K.outbox, A.outbox_cap, A.job_id, A.hook_round) end
 return 1
 """,
 )
@@ -268,10 +294,8 @@ return N
 @dataclass
 class FinishItem(Call):
     """One job of ``FinishMany``: its record, queued-bytes table and total, arq's entry, retry and
-    in-progress keys, its webhook attempt 0's arq entry and result; the new bytes with their ``ttl``
-    ('' keep), the queued bytes to give back ('' none), ``dequeue`` ('' no), the webhook attempt's arq
-    entry ('' none) and id, and how much later attempt 0 is due when a sender is alive and takes the new
-    bytes (0: hand nothing over)."""
+    in-progress keys; the new bytes with their ``ttl`` ('' keep), the queued bytes to give back ('' none),
+    ``dequeue`` ('' no) and the webhook round to hand to the outbox ('' none)."""
 
     record: str = key()
     queued_table: str = key()
@@ -279,48 +303,37 @@ class FinishItem(Call):
     arq_entry: str = key()
     arq_retry: str = key()
     arq_in_progress: str = key()
-    hook_entry: str = key()
-    hook_result: str = key()
     job_id: str = arg()
     expected: bytes = arg()
     body: str = arg()
     ttl: str = arg()
     release: str = arg()
     dequeue: str = arg()
-    hook: bytes | str = arg()
-    hook_id: str = arg()
-    hook_defer_ms: int = arg()
+    hook_round: str = arg()
 
 
 @dataclass
 class FinishMany(Call):
     """Finish running jobs of one partition (``JobStore.finish_many``): per job, 1 finished or 0 changed
-    meanwhile; -1 (nothing done) when the run is fenced. With no sender alive, attempt 0 is due now and
-    nothing is handed over; the first attempts' list keeps ``first_cap`` records for ``first_expiry_ms``."""
+    meanwhile; -1 (nothing done) when the run is fenced. A finished job with a webhook adds one entry to
+    the partition's ``outbox`` (kept to about ``outbox_cap`` entries)."""
 
     item_class = FinishItem
     queue: str = key()
-    webhook_queue: str = key()
-    first_attempts: str = key()
-    senders_alive: str = key()
+    outbox: str = key()
     epoch_key: str = key()
     channel: str = arg()
-    hook_ttl_ms: int = arg()
-    first_cap: int = arg()
-    first_expiry_ms: int = arg()
-    now_ms: int = arg()
+    outbox_cap: int = arg()
     epoch: str = arg()
     jobs: list[FinishItem] = items()
 
 
 FINISH_MANY = Script(
     FinishMany,
-    before=FENCED,
+    before=FENCED + HAND_OVER,
     body="""
 if fenced(K.epoch_key, A.epoch) then return -1 end
 local done = {}
-local pushed = false
-local alive = redis.call('EXISTS', K.senders_alive) == 1
 for i = 1, N do
   local key, arg = item(i)
   if redis.call('GET', key.record) == arg.expected then
@@ -337,116 +350,30 @@ for i = 1, N do
       redis.call('ZREM', K.queue, arg.job_id)
       redis.call('DEL', key.arq_entry, key.arq_retry, key.arq_in_progress)
     end
-    if arg.hook ~= '' and redis.call('EXISTS', key.hook_entry, key.hook_result) == 0 then
-      redis.call('PSETEX', key.hook_entry, A.hook_ttl_ms, arg.hook)
-      local later = 0
-      if alive and tonumber(arg.hook_defer_ms) > 0 then
-        later = tonumber(arg.hook_defer_ms)
-        redis.call('RPUSH', K.first_attempts, arg.body)
-        pushed = true
-      end
-      redis.call('ZADD', K.webhook_queue, tonumber(A.now_ms) + later, arg.hook_id)
-    end
+    if arg.hook_round ~= '' then hand_over(K.outbox, A.outbox_cap, arg.job_id, arg.hook_round) end
     done[#done + 1] = 1
   else
     done[#done + 1] = 0
   end
 end
-if pushed then
-  redis.call('LTRIM', K.first_attempts, -tonumber(A.first_cap), -1)
-  redis.call('PEXPIRE', K.first_attempts, A.first_expiry_ms)
-end
 return done
 """,
 )
-# ``keys.FIRST_ATTEMPTS`` keeps at most this many records (the oldest dropped first), and is dropped this long
-# after the last push: with no sender running, at most a few MB wait there (arq's safety net sends them all)
-FIRST_ATTEMPTS_CAP = 10_000
-FIRST_ATTEMPTS_EXPIRY_MS = 60_000
-WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
 
 
 @dataclass
 class Finishing:
     """A running job to finish with ``JobStore.finish_many``: ``before`` as stored (its exact bytes
     ``stored``), ``record`` finished; ``dequeue``: take its arq entry out of ``queue`` (a job a group
-    commit took along, which arq never started); ``hook_defer_ms``: when a webhook sender is alive
-    (``keys.SENDERS_ALIVE``), hand the finished record to the senders (``keys.FIRST_ATTEMPTS``, read by
-    ``wikiq webhooks``), which send the first attempt of its webhook at once, and queue that attempt on arq
-    that much later (a safety net); with none alive, arq's attempt is due at once. ``body`` is
-    set to the bytes stored for the finished record."""
+    commit took along, which arq never started). ``body`` is set to the bytes stored for the finished
+    record."""
 
     before: JobRecord
     stored: bytes
     record: JobRecord
     queue: str
     dequeue: bool
-    hook_defer_ms: int = 0
     body: bytes = b""
-
-
-@dataclass
-class FirstAttempt:
-    """The first attempt of a job's webhook, sent by a webhook sender (``worker.webhooks.first``), to
-    record with ``JobStore.note_first_attempts``: the record as stored (exactly ``stored``) and after the
-    attempt, and the next attempt's arq entry (None: no more attempts) with its score."""
-
-    stored: bytes
-    record: JobRecord
-    next_entry: bytes | None
-    next_score_ms: int
-
-
-@dataclass
-class NoteItem(Call):
-    """One job of ``NoteFirst``: its record, attempt 0's arq entry, the next attempt's arq entry and
-    result; the bytes expected and new, attempt 0's arq id, the next entry ('' none), its id and score."""
-
-    record: str = key()
-    first_entry: str = key()
-    next_entry_key: str = key()
-    next_result: str = key()
-    expected: bytes = arg()
-    body: str = arg()
-    first_id: str = arg()
-    next_entry: bytes | str = arg()
-    next_id: str = arg()
-    next_score_ms: int = arg()
-
-
-@dataclass
-class NoteFirst(Call):
-    """Record first attempts sent by a webhook sender (``JobStore.note_first_attempts``): per job, 1
-    recorded or 0 changed meanwhile."""
-
-    item_class = NoteItem
-    webhook_queue: str = key()
-    entry_ttl_ms: int = arg()
-    jobs: list[NoteItem] = items()
-
-
-NOTE_FIRST = Script(
-    NoteFirst,
-    body="""
-local done = {}
-for i = 1, N do
-  local key, arg = item(i)
-  if redis.call('GET', key.record) == arg.expected then
-    redis.call('SET', key.record, arg.body, 'KEEPTTL')
-    redis.call('ZREM', K.webhook_queue, arg.first_id)
-    redis.call('DEL', key.first_entry)
-    if arg.next_entry ~= '' and redis.call('EXISTS', key.next_entry_key, key.next_result) == 0 then
-      redis.call('PSETEX', key.next_entry_key, A.entry_ttl_ms, arg.next_entry)
-      redis.call('ZADD', K.webhook_queue, arg.next_score_ms, arg.next_id)
-    end
-    done[#done + 1] = 1
-  else
-    done[#done + 1] = 0
-  end
-end
-return done
-""",
-)
 
 
 @dataclass
@@ -681,6 +608,7 @@ class JobStore:
                 queued_table=table,
                 queued_total=total,
                 epoch_key=epoch_key,
+                outbox=keys.outbox(current.partition),
                 expected=raw,
                 body=body,
                 channel=channel,
@@ -688,6 +616,8 @@ class JobStore:
                 ttl=ttl,
                 release=release,
                 epoch=epoch,
+                hook_round=hand_over_round(current, changed),
+                outbox_cap=OUTBOX_CAP,
             )
             stored = await SWAP.run(self.redis, call)
             if stored == -1:
@@ -728,38 +658,27 @@ class JobStore:
     async def finish_many(self, items: Sequence[Finishing], lease: Lease | None = None) -> list[bool]:
         """Finish several running jobs of one partition in one atomic script (one round trip), each only if
         its record still holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body
-        dropped, queued bytes given back, announced on ``wikiq:events``), and with it, for a job taken along
-        by a group commit (``dequeue``), its arq entry out of its queue, and the first attempt of its
-        webhook queued. Whether each was finished (a record that changed meanwhile is not: finish it with
-        ``update``). With ``lease``, raises ``Fenced`` and does nothing at all once the partition's lease
-        epoch is newer than its."""
+        dropped, queued bytes given back, announced on ``wikiq:events``, its webhook handed to the
+        partition's outbox), and with it, for a job taken along by a group commit (``dequeue``), its arq
+        entry out of its queue. Whether each was finished (a record that changed meanwhile is not: finish it
+        with ``update``). With ``lease``, raises ``Fenced`` and does nothing at all once the partition's
+        lease epoch is newer than its."""
         if not items:
             return []
-        epoch_key, epoch = fence_of(lease, items[0].record.partition)
-        now = now_ms()
+        partition = items[0].record.partition
+        epoch_key, epoch = fence_of(lease, partition)
         call = FinishMany(
             queue=items[0].queue,
-            webhook_queue=keys.WEBHOOK_QUEUE,
-            first_attempts=keys.FIRST_ATTEMPTS,
-            senders_alive=keys.SENDERS_ALIVE,
+            outbox=keys.outbox(partition),
             epoch_key=epoch_key,
             channel=EVENTS,
-            hook_ttl_ms=WEBHOOK_ENTRY_MS,
-            first_cap=FIRST_ATTEMPTS_CAP,
-            first_expiry_ms=FIRST_ATTEMPTS_EXPIRY_MS,
-            now_ms=now,
+            outbox_cap=OUTBOX_CAP,
             epoch=epoch,
         )
         for item in items:
             record = item.record
             table, total = self.queued_keys(record.submitter)
             entry, _, in_progress, retry = job_keys(record.job_id)
-            hook: bytes | str = ""
-            hook_id = ""
-            if record.webhook is not None:
-                hook_id = keys.attempt(record.job_id, record.webhook.round, 0)
-                hook = job_entry("deliver_webhook", (record.job_id, record.webhook.round, 0), now, dumps)
-            hook_entry, hook_result, _, _ = job_keys(hook_id)
             body, ttl, release = self._changed(item.before, record)
             item.body = body.encode()
             call.jobs.append(
@@ -770,17 +689,13 @@ class JobStore:
                     arq_entry=entry,
                     arq_retry=retry,
                     arq_in_progress=in_progress,
-                    hook_entry=hook_entry,
-                    hook_result=hook_result,
                     job_id=record.job_id,
                     expected=item.stored,
                     body=body,
                     ttl=ttl,
                     release=release,
                     dequeue="1" if item.dequeue else "",
-                    hook=hook,
-                    hook_id=hook_id,
-                    hook_defer_ms=item.hook_defer_ms,
+                    hook_round=hand_over_round(item.before, record),
                 )
             )
         done = await FINISH_MANY.run(self.redis, call)
@@ -791,36 +706,6 @@ class JobStore:
             [(item.record, len(item.body)) for item, ok in zip(items, finished, strict=True) if ok]
         )
         return finished
-
-    async def note_first_attempts(self, items: Sequence[FirstAttempt]) -> list[bool]:
-        """Record first webhook attempts in one script (one round trip), each only if its record still
-        holds exactly ``stored``: the record after the attempt, attempt 0's arq entry (the safety net)
-        gone, the next attempt queued. Whether each was recorded (else: record it with ``update``)."""
-        if not items:
-            return []
-        call = NoteFirst(webhook_queue=keys.WEBHOOK_QUEUE, entry_ttl_ms=WEBHOOK_ENTRY_MS)
-        for item in items:
-            record = item.record
-            assert record.webhook is not None
-            first = keys.attempt(record.job_id, record.webhook.round, 0)
-            after = keys.attempt(record.job_id, record.webhook.round, 1)
-            next_entry, next_result, _, _ = job_keys(after)
-            call.jobs.append(
-                NoteItem(
-                    record=self.key(record.job_id),
-                    first_entry=job_keys(first)[0],
-                    next_entry_key=next_entry,
-                    next_result=next_result,
-                    expected=item.stored,
-                    body=record.model_dump_json(exclude_defaults=True),
-                    first_id=first,
-                    next_entry=item.next_entry or "",
-                    next_id=after,
-                    next_score_ms=item.next_score_ms,
-                )
-            )
-        done = await NOTE_FIRST.run(self.redis, call)
-        return [bool(flag) for flag in done]
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
         """A wiki's recent jobs, newest first, optionally only those with ``status``."""

@@ -28,7 +28,7 @@ from worker.errors import Fenced, WikiqError
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle, pipeline
 from worker.jobs.context import JobContext
-from worker.jobs.finish import again, finish, finish_job, live_lease, schedule_webhook
+from worker.jobs.finish import again, finish, finish_job, live_lease
 from worker.jobs.pipeline import Decided, Member
 from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
@@ -70,8 +70,6 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
     if record is None:
         return None
     if record.status != "running":
-        if record.status in ("succeeded", "failed"):
-            await schedule_webhook(ctx, record)  # a crash may have come between record and enqueue
         return record.status
     telemetry.job_started(record)
     if record.runs > resources.settings.max_job_tries:

@@ -295,10 +295,12 @@ class RemoteTarget:
     pushes to one remote (forges rate-limit pushes): batches arriving meanwhile join the group.
     """
 
-    def __init__(self, deps: Resources, wikis: Wikis, wiki: str, entry: WikiEntry, owner: str | None) -> None:
-        self.deps = deps
+    def __init__(
+        self, resources: Resources, wikis: Wikis, wiki: str, entry: WikiEntry, owner: str | None
+    ) -> None:
+        self.resources = resources
         self.wiki = wiki
-        self.settings = deps.settings
+        self.settings = resources.settings
         self.wikis = wikis
         self.entry = entry
         self.owner = owner
@@ -319,7 +321,7 @@ class RemoteTarget:
     async def ready(self, stop: asyncio.Event) -> bool:
         """Wait until ``remote_push_interval_seconds`` have passed since the last push to this remote."""
         interval = self.settings.remote_push_interval_seconds
-        left = self.deps.last_push.get(self.remote.name, 0.0) + interval - time.monotonic()
+        left = self.resources.last_push.get(self.remote.name, 0.0) + interval - time.monotonic()
         if left > 0:
             await pause(stop, left)
         return not stop.is_set()
@@ -407,7 +409,7 @@ class RemoteTarget:
     async def landed(self, landed: Landed, first: JobRecord) -> None:
         """Note the push's time (pushes are spaced by it) and the branch's new head."""
         if landed.commits:
-            self.deps.last_push[self.remote.name] = time.monotonic()
+            self.resources.last_push[self.remote.name] = time.monotonic()
         if landed.head is not None:
             await self.wikis.note_head(
                 self.wiki,
@@ -421,13 +423,13 @@ class RemoteTarget:
             )
 
 
-async def target_for(deps: Resources, wiki: str, owner: str | None) -> Target:
+async def target_for(resources: Resources, wiki: str, owner: str | None) -> Target:
     """Where ``wiki``'s batches land: its remote when it is remote-backed, else its repository (``owner``:
     the worker holding the partition's lease, which fences the registry's head updates)."""
-    entry = None if deps.wikis is None else await deps.wikis.entry(wiki)
-    if entry is not None and deps.wikis is not None:
-        return RemoteTarget(deps, deps.wikis, wiki, entry, owner)
-    return LocalTarget(deps.store.open(wiki))
+    entry = await resources.wikis.entry(wiki)
+    if entry is not None:
+        return RemoteTarget(resources, resources.wikis, wiki, entry, owner)
+    return LocalTarget(resources.store.open(wiki))
 
 
 def _local_fault(exc: RemoteUnavailable) -> WikiqError | None:

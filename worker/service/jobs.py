@@ -17,7 +17,7 @@ from arq.connections import ArqRedis
 from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellable, WikiNotFound
 from worker.jobs import lifecycle
 from worker.jobs.events import job_cancelled
-from worker.jobs.queue import cancel_queued, enqueue_attempt
+from worker.jobs.queue import cancel_queued
 from worker.jobs.records import FINISHED, JobRecord, JobStore
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
@@ -122,7 +122,8 @@ class Jobs:
         return after.public(reveals(caller, after))
 
     async def redeliver(self, caller: Principal, job_id: str) -> Job:
-        """Send a finished job's webhook again (a new round of attempts, the same ``webhook-id``)."""
+        """Send a finished job's webhook again (a new round of attempts, the same ``webhook-id``): the
+        record's new round is handed to the partition's outbox in the same write."""
         record = await self.visible(caller, job_id)
         self._owner_or_admin(caller, record, "redeliver its webhook")
         if record.webhook is None:
@@ -142,10 +143,9 @@ class Jobs:
                 settings.redeliver_interval_seconds,
                 "this job's webhook was redelivered moments ago",
             )
-        after = await self.records.update(job_id, _redeliver)
+        after = await self.records.update(job_id, _redeliver)  # the new round goes to the outbox with it
         if after is None or after.webhook is None:
             raise JobNotFound(f"no job {job_id!r}")
-        await enqueue_attempt(self.redis, job_id, after.webhook.round, 0, 0.0)
         return after.public(reveals(caller, after))
 
     async def list(

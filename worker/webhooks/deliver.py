@@ -1,14 +1,15 @@
-"""Webhook delivery: Standard Webhooks signatures, one attempt per arq job, retries scheduled as jobs.
+"""Webhook delivery: Standard Webhooks signatures, one POST per attempt, retries scheduled as arq jobs.
 
-When a job with ``webhook.url`` finishes, ``schedule_first`` queues attempt 0 on the ``wikiq:webhooks`` queue
-(consumed by every worker process, never by the partition consumers, so a slow receiver cannot delay the
-next batch). ``deliver_webhook`` makes one POST and records it on the job: a 2xx within the timeout is
-delivery; ``410`` stops; a redirect (never followed), another status, a timeout or a connection error
-schedules the next attempt after the configured delay (with jitter, at least ``Retry-After``). The event
-body is frozen at the first attempt, so every retry sends the same bytes under the same ``webhook-id``.
+A job's first attempt (of each round) is sent by a taker of the outbox (``worker.webhooks.taker``); each later
+attempt is an arq job on the ``wikiq:webhooks`` queue (``enqueue_attempt``, consumed by every worker process,
+never by the partition consumers, so a slow receiver cannot delay the next batch). ``deliver_webhook`` makes
+one POST and records it on the job: a 2xx within the timeout is delivery; ``410`` stops; a redirect (never
+followed), another status, a timeout or a connection error schedules the next attempt after the configured
+delay (with jitter, at least ``Retry-After``). The event body is frozen at the first attempt, so every retry
+sends the same bytes under the same ``webhook-id``.
 
-At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS
-rebinding after the submission check gains nothing (unless private addresses are allowed).
+At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS rebinding
+after the submission check gains nothing (unless private addresses are allowed).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from standardwebhooks import Webhook
 
+from worker import keys
 from worker.errors import WebhookRefused, WikiqError
 from worker.jobs import events as telemetry
 from worker.jobs.context import JobContext
-from worker.jobs.queue import enqueue_attempt
 from worker.jobs.records import JobRecord, JobStore, event_body
 from worker.schema.answers import Attempt
 from worker.webhooks.guard import address_refused, sendable_url
@@ -198,8 +199,22 @@ def next_delay(
     return max(delay, retry_after or 0.0)
 
 
+async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, delay: float) -> None:
+    """Queue one delivery attempt on arq (the arq job id makes a second enqueue of it a no-op)."""
+    await redis.enqueue_job(
+        "deliver_webhook",
+        job_id,
+        round_,
+        attempt,
+        _job_id=keys.attempt(job_id, round_, attempt),
+        _queue_name=keys.WEBHOOK_QUEUE,
+        _defer_by=delay,
+    )
+
+
 async def deliver_webhook(ctx: JobContext, job_id: str, round_: int, attempt: int) -> str | None:
-    """arq job: one delivery attempt for ``job_id``, recorded on the job; schedules the next if needed.
+    """arq job: one delivery attempt for ``job_id`` (a retry; attempt 0 only when an earlier version
+    queued it), recorded on the job; schedules the next if needed.
 
     If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
     so a pending delivery outlives a Redis restart.

@@ -1,0 +1,209 @@
+"""The one sender of first webhook attempts: a taker reads the outbox (``worker.webhooks.outbox``), POSTs,
+and records what happened.
+
+A taker runs in every ``wikiq worker`` process (unless ``WIKIQ_WEBHOOK_SENDERS`` leaves first attempts
+to ``wikiq webhooks`` processes, which run nothing else: ``worker.sender``); any number share the outbox,
+each entry going to one of them. What a read returns is a burst: one ``MGET`` for the records, all of its
+POSTs at once (``IN_FLIGHT`` at most per process), then one script records every attempt on its job
+(compared against the exact bytes read), acknowledges and deletes its entry and queues the next attempt on
+arq when one is due. Retries (attempt 1 on) are arq jobs on the ``wikiq:webhooks`` queue that the workers
+run (``worker.webhooks.deliver``).
+
+Nothing is lost when a taker dies: what it took stays pending in the outbox's group, and every taker
+claims entries left pending longer than the delivery timeout plus ``CLAIM_MARGIN`` (checking every half of
+that), so at worst a receiver sees an event twice under the same ``webhook-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+import time
+
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from standardwebhooks import Webhook
+
+from worker import faults, keys
+from worker.jobs import events as telemetry
+from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.payloads import dumps
+from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
+from worker.settings import Settings
+from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
+from worker.webhooks.http import WebhookSender
+from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Entry, Outbox, RecordItem
+
+log = logging.getLogger("wikiq.webhooks")
+IN_FLIGHT = 64  # POSTs, and bursts, this process has in flight at most
+BLOCK_MS = 1000  # the longest one read of the outbox waits for an entry
+
+
+def claim_idle_ms(settings: Settings) -> int:
+    """How long an entry stays pending with the taker that read it before another claims it."""
+    return int((settings.webhook_timeout + CLAIM_MARGIN) * 1000)
+
+
+def taker_name(kind: str) -> str:
+    """A consumer name for one process's taker (``kind``: worker or webhooks), unique among every process
+    that ever takes: a restarted process claims what its earlier self left, as any other taker does."""
+    return f"{kind}:{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+
+
+class Taker:
+    """One process's taker of first attempts (see the module): consumer ``name`` of the outbox's group."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        jobs: JobStore,
+        redis: Redis,
+        sender: WebhookSender,
+        signer: Webhook,
+        rng: random.Random,
+        name: str,
+    ) -> None:
+        self.schedule = settings.webhook_retry_schedule
+        self.idle_ms = claim_idle_ms(settings)
+        self.jobs = jobs
+        self.redis = redis
+        self.outbox = Outbox(redis, settings.partitions, name)
+        self.sender = sender
+        self.signer = signer
+        self.rng = rng
+        self.slots = asyncio.Semaphore(IN_FLIGHT)
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(self, stopping: asyncio.Event) -> None:
+        """Take and send until ``stopping`` is set (or the task is cancelled): new entries as they come,
+        and every ``idle_ms / 2`` the entries a dead taker left. While Redis is away, try again every
+        second (what was taken meanwhile stays pending, and is claimed again)."""
+        joined = False
+        claimed = float("-inf")
+        while not stopping.is_set():
+            if len(self.tasks) >= IN_FLIGHT:
+                await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_COMPLETED)
+                continue
+            try:
+                if not joined:
+                    await self.outbox.join()
+                    joined = True
+                if time.monotonic() - claimed >= self.idle_ms / 2000:
+                    claimed = time.monotonic()
+                    self.start(await self.outbox.claim(self.idle_ms))
+                self.start(await self.outbox.read(BLOCK_MS))
+            except (RedisError, OSError) as exc:
+                log.warning("webhooks: Redis unavailable (%s)", exc)
+                await asyncio.sleep(1)  # back off while Redis is away
+
+    def start(self, entries: list[Entry]) -> None:
+        """Send the first attempts ``entries`` ask for, in the background."""
+        if entries:
+            task = asyncio.create_task(self.deliver(entries))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def deliver(self, entries: list[Entry]) -> None:
+        """Send and record one burst (see the module); Redis failing leaves its entries pending."""
+        try:
+            await self._deliver(entries)
+        except (RedisError, OSError) as exc:
+            log.warning("webhooks: %s first attempts not recorded (%s); claimed later", len(entries), exc)
+
+    async def _deliver(self, entries: list[Entry]) -> None:
+        raws = await self.redis.mget([keys.job(entry.job_id) for entry in entries])
+        due: list[tuple[Entry, JobRecord, bytes]] = []
+        dropped = []
+        for entry, raw in zip(entries, raws, strict=True):
+            record = _record(raw)
+            hook = None if record is None else record.webhook
+            if record is None or hook is None or hook.round != entry.round or hook.state != "pending":
+                dropped.append(entry)  # gone, redelivered since, or sent already: nothing to send
+            else:
+                due.append((entry, record, raw))
+        await self.outbox.drop(dropped)
+        if not due:
+            return
+        faults.point("webhooks.taken")
+        outcomes = await asyncio.gather(*(self._send(record) for _, record, _ in due))
+        now = now_ms()
+        calls = []
+        for (entry, record, raw), outcome in zip(due, outcomes, strict=True):
+            delay = None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
+            after = noting(entry.round, outcome, delay)(record)
+            assert after is not None
+            following = keys.attempt(entry.job_id, entry.round, 1)
+            next_entry, next_result, _, _ = job_keys(following)
+            calls.append(
+                RecordItem(
+                    record=keys.job(entry.job_id),
+                    next_entry_key=next_entry,
+                    next_result=next_result,
+                    stream=entry.stream,
+                    expected=raw,
+                    body=after.model_dump_json(exclude_defaults=True),
+                    entry_id=entry.entry_id,
+                    next_entry=""
+                    if delay is None
+                    else job_entry("deliver_webhook", (entry.job_id, entry.round, 1), now, dumps),
+                    next_id=following,
+                    next_score_ms=now + round((delay or 0) * 1000),
+                )
+            )
+        done = await self.outbox.record(calls)
+        for (entry, record, _), outcome, flag in zip(due, outcomes, done, strict=True):
+            if flag:
+                telemetry.webhook_attempt(record, entry.round, 0, outcome.attempt)
+            else:
+                await self._record_changed(entry, outcome)
+
+    async def _send(self, record: JobRecord) -> Outcome:
+        """One first attempt; whatever goes wrong in it is its failed outcome, never the burst's."""
+        assert record.webhook is not None
+        try:
+            body = event_body(record)
+            async with self.slots:
+                return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
+        except Exception as exc:
+            log.warning("webhooks: first attempt of job %s failed unexpectedly", record.job_id, exc_info=exc)
+            return failed(utc_now(), f"{type(exc).__name__}: {str(exc)[:200]}")
+
+    async def _record_changed(self, entry: Entry, outcome: Outcome) -> None:
+        """Record an attempt on a job whose record changed since it was read (a redelivery began, say),
+        unless another taker (which claimed the entry meanwhile) recorded it already: its entry
+        acknowledged first, then the attempt as a retry would record it."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xack(entry.stream, GROUP, entry.entry_id)
+            pipe.xdel(entry.stream, entry.entry_id)
+            acked, _ = await pipe.execute()
+        if not acked:
+            return
+        delay = None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
+        after = await self.jobs.update(entry.job_id, noting(entry.round, outcome, delay))
+        telemetry.webhook_attempt(after, entry.round, 0, outcome.attempt)
+        noted = after is not None and after.webhook is not None and after.webhook.round == entry.round
+        if delay is not None and noted:
+            await enqueue_attempt(self.redis, entry.job_id, entry.round, 1, delay)
+
+    async def close(self, timeout: float) -> None:
+        """Let the bursts in flight finish (at most ``timeout`` seconds; the rest stay pending)."""
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=timeout)
+        for task in list(self.tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _record(raw: bytes | None) -> JobRecord | None:
+    if raw is None:
+        return None
+    try:
+        return JobRecord.model_validate_json(raw)
+    except ValidationError:
+        return None
