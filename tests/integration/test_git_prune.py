@@ -116,12 +116,12 @@ def test_maintenance_asks_for_a_prune_once_the_last_is_a_day_old(tmp_path: Path)
     marker = path / PRUNE_MARKER
     marker.unlink(missing_ok=True)
     for _ in range(MAINTENANCE_CHECK_EVERY):
-        maintenance.committed(big=0)
+        maintenance.committed(lambda: 0)
     assert marker.exists() and repacker.runs == 0
     old = time.time() - 2 * 24 * 3600
     os.utime(marker, (old, old))
     for _ in range(MAINTENANCE_CHECK_EVERY):
-        maintenance.committed(big=0)
+        maintenance.committed(lambda: 0)
     assert repacker.wait_idle(120)
     assert repacker.runs == 1 and marker.stat().st_mtime > old + 24 * 3600
     fsck(path)

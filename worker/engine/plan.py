@@ -46,7 +46,7 @@ class HeadView(Protocol):
         paths are fine, fewer are not), or None when the view cannot tell cheaply."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class NewFile:
     """A file of the result: its version, and its bytes or the head path they can be read from."""
 
@@ -54,8 +54,16 @@ class NewFile:
     data: bytes | None = None
     source: str | None = None
 
+    def __init__(self, version: str, data: bytes | None = None, source: str | None = None) -> None:
+        # Set through the instance dict: the generated __init__ of a frozen dataclass pays for an
+        # ``object.__setattr__`` per field, and a batch builds a few of these per edit.
+        fields = self.__dict__
+        fields["version"] = version
+        fields["data"] = data
+        fields["source"] = source
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Applied:
     """One entry of a job's ``applied`` list: the path's version after the edit (None once deleted);
     ``new_path`` on renames, ``count`` (links or occurrences changed) on rewrite_links and replace_across."""
@@ -66,6 +74,24 @@ class Applied:
     version: str | None
     new_path: str | None = None
     count: int | None = None
+
+    def __init__(
+        self,
+        index: int,
+        op: str,
+        path: str,
+        version: str | None,
+        new_path: str | None = None,
+        count: int | None = None,
+    ) -> None:
+        # Set through the instance dict, as ``NewFile``: one of these per edit.
+        fields = self.__dict__
+        fields["index"] = index
+        fields["op"] = op
+        fields["path"] = path
+        fields["version"] = version
+        fields["new_path"] = new_path
+        fields["count"] = count
 
     def to_dict(self) -> dict[str, object]:
         """The contract's JSON form; ``new_path`` and ``count`` appear only where they apply."""

@@ -16,8 +16,11 @@ preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from worker.engine import across, extract, fileops, inplace, moves, relink
 from worker.engine.budget import Budget, OverBudget, active
@@ -55,7 +58,7 @@ from worker.schema.edits import (
     check_limits,
     decoded,
     split_anchor,
-    texts,
+    text_fields,
     utf8,
 )
 
@@ -110,6 +113,9 @@ _NON_EMPTY: dict[type, tuple[str, ...]] = {
 }
 
 
+_DEFAULT_LIMITS = Limits()  # read only: what a preflight without limits of its own checks against
+
+
 def check_static(batch: Batch, policy: ZonePolicy = DEFAULT_POLICY, limits: Limits | None = None) -> None:
     """Every check that needs no repository: limits, encodings, path shapes, zones and patterns."""
     check_limits(batch, limits or Limits())
@@ -117,11 +123,20 @@ def check_static(batch: Batch, policy: ZonePolicy = DEFAULT_POLICY, limits: Limi
         check_edit(edit, index, policy)
 
 
+@functools.cache
+def _utf8_fields(kind: type[BaseModel]) -> tuple[str, ...]:
+    """The text fields of an edit type that ``check_edit`` encodes (``texts``, in its order; a create's or
+    overwrite's content is checked by ``decoded``, which knows its encoding)."""
+    whole = issubclass(kind, Create | Overwrite)
+    return tuple(name for name in text_fields(kind) if name != "content" or not whole)
+
+
 def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
     """The repository-free checks of one edit (``INVALID_PATH``, zones, encodings, empty texts,
     ``PATTERN_INVALID``)."""
-    for name, text in texts(edit).items():
-        if name != "content" or not isinstance(edit, Create | Overwrite):
+    for name in _utf8_fields(type(edit)):
+        text = getattr(edit, name)
+        if isinstance(text, str):
             utf8(text, index, name)
     for name in _NON_EMPTY.get(type(edit), ()):
         value = getattr(edit, name)
@@ -208,7 +223,7 @@ def preflight(
     it is spent is refused ``BATCH_TOO_COSTLY``. The plan carries the budget on, for a dry run's review.
     With ``expect`` (a plan's: the ``applied`` list its dry run answered), a plan whose ``applied`` differs
     is refused ``PLAN_STALE``: what lands is exactly what was checked."""
-    limits = limits or Limits()
+    limits = limits or _DEFAULT_LIMITS
     work = BatchState(head, policy, limits)
     spend = Budget(limits.costs)
     with active(spend):

@@ -30,6 +30,8 @@ from worker.engine.plan import Applied, BatchWarning, HeadView, NewFile, Plan, b
 from worker.errors import BatchRejected
 from worker.schema.edits import BATCH_VERSION, Limits
 
+_NO_VERSIONS: frozenset[str] = frozenset()
+
 # The zone rule each op is checked under: in-place changes are what ``replace`` is.
 ZONE_OPS: dict[str, OpName] = {
     "create": "create",
@@ -203,7 +205,7 @@ class BatchState:
         if expected == BATCH_VERSION:
             self._check_batch_version(index, path, whole)
             return
-        produced = self.versions.get(path, set())
+        produced = self.versions.get(path, _NO_VERSIONS)
         if expected == actual or expected in produced:
             self.vouched.add(path)
             return
@@ -298,24 +300,24 @@ class BatchState:
         new_folders: dict[str, int] = {}
         for path, file in self.state.items():
             if file is not None:
-                parts = path.split("/")
-                for depth in range(1, len(parts)):
-                    new_folders.setdefault("/".join(parts[:depth]), self.origin[path])
+                origin = self.origin[path]
+                for folder in folders_of(path):
+                    new_folders.setdefault(folder, origin)
+        # every folder asked about below is one of these: each is looked up once
+        file_at = {folder: self.is_file(folder) for folder in new_folders}
         for path, file in self.state.items():
             if file is None or (self.head.version(path) is not None):
                 continue
             index = self.origin[path]
-            parts = path.split("/")
-            for depth in range(1, len(parts)):
-                folder = "/".join(parts[:depth])
-                if self.is_file(folder):
+            for folder in folders_of(path):
+                if file_at[folder]:
                     raise BatchRejected(
                         "PATH_CONFLICT", f"{path!r} would be under {folder!r}, which is a file", index
                     )
             if path in new_folders or self._head_folder_survives(path):
                 raise BatchRejected("PATH_CONFLICT", f"{path!r} would be a file where a folder is", index)
         for folder, index in new_folders.items():
-            if self.is_file(folder):
+            if file_at[folder]:
                 raise BatchRejected(
                     "PATH_CONFLICT", f"a file would be under {folder!r}, which is a file", index
                 )
@@ -349,6 +351,16 @@ def check_zone(policy: ZonePolicy, op: str, path: str, index: int | None) -> Non
         raise BatchRejected(
             exc.code, f"{op} changes a file in place, which needs replace here: {exc.message}", index
         ) from None
+
+
+def folders_of(path: str) -> list[str]:
+    """The folders ``path`` is in, outermost first (``a/b/c``: ``a``, ``a/b``)."""
+    out = []
+    at = path.find("/")
+    while at >= 0:
+        out.append(path[:at])
+        at = path.find("/", at + 1)
+    return out
 
 
 def _held(file: NewFile | None) -> int:

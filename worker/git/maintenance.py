@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from worker.git.packs import PACKS
@@ -30,8 +31,9 @@ STALE_TEMP_SECONDS = 3600  # tmp_* files and index-less packs older than this ar
 class Maintenance:
     """The writer's upkeep of one repository's ``objects/pack``, beyond the roll-up each commit does.
 
-    ``committed(big)`` runs in the committing thread after each commit (under the repository lock), told
-    how many packs the roll-up cannot absorb (``big``: over ``ROLLUP_MAX_BYTES`` or deltified by git).
+    ``committed(big)`` runs in the committing thread after each commit (under the repository lock), with
+    a way to count the packs the roll-up cannot absorb (``big()``: over ``ROLLUP_MAX_BYTES`` or deltified
+    by git), asked only when a look is due.
     Every ``MAINTENANCE_CHECK_EVERY`` commits it lists ``objects/pack`` once to remove a dead writer's
     leftovers (``remove_leftovers``), and asks the process's ``Repacker`` for
 
@@ -48,14 +50,14 @@ class Maintenance:
         self.repacker = REPACKER if repacker is None else repacker
         self.since_check = MAINTENANCE_CHECK_EVERY - 1  # look at objects/pack after the first commit
 
-    def committed(self, big: int) -> None:
+    def committed(self, big: Callable[[], int]) -> None:
         """Count one commit; now and then clean up and ask for a repack or a prune when due."""
         self.since_check += 1
         if self.since_check < MAINTENANCE_CHECK_EVERY:
             return
         self.since_check = 0
         self._scan()
-        if big >= GIT_REPACK_AT:
+        if big() >= GIT_REPACK_AT:
             self.repacker.request(self.path, "geometric")
         marker = self.path / PRUNE_MARKER
         try:

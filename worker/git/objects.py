@@ -41,6 +41,9 @@ COMPRESSION: dict[int, int | None] = {OBJ_COMMIT: 1, OBJ_TREE: None, OBJ_BLOB: 1
 STORED_MAX_BYTES = 2048
 _STORED_BLOCK = 0xFFFF
 _IOV_MAX = 1024
+_ZLIB_STORED = b"\x78\x01"  # a zlib header: deflate, 32 KiB window, no dictionary, fastest
+_BLOCK_HEADER = struct.Struct("<BHH")  # a stored block: final flag, length, its one's complement
+_ADLER = struct.Struct(">I")
 IDX_MAGIC = b"\377tOc" + struct.pack(">I", 2)
 
 
@@ -101,9 +104,16 @@ class Tree:
         return len(self.keys)
 
     def find(self, name: str) -> tuple[int, str] | None:
-        """``(mode, hex id)`` of entry ``name``, or None."""
-        at = _search(self.keys, name)
-        return None if at < 0 else _record_entry(self.recs[at])
+        """``(mode, hex id)`` of entry ``name``, or None (``_search`` inlined: the engine's most frequent
+        question)."""
+        keys = self.keys
+        raw = name.encode("utf-8", "surrogateescape")
+        at = bisect_left(keys, raw)
+        if at < len(keys) and keys[at] == raw:
+            return _record_entry(self.recs[at])
+        raw += b"/"
+        at = bisect_left(keys, raw, at)
+        return _record_entry(self.recs[at]) if at < len(keys) and keys[at] == raw else None
 
     def items(self) -> Iterator[tuple[str, tuple[int, str]]]:
         """Every ``(name, (mode, hex id))``, in git order."""
@@ -157,19 +167,27 @@ class TreeEditor:
             del self.keys[at]
             del self.recs[at]
 
-    def put(self, name: str, mode: int, oid: str, keep_exec: bool = False) -> None:
-        """Set entry ``name``, replacing whatever was there; ``keep_exec``: an executable stays one."""
+    def put(self, name: str, mode: int, oid: str | bytes, keep_exec: bool = False) -> None:
+        """Set entry ``name`` to ``oid`` (hex or binary), replacing whatever was there; ``keep_exec``: an
+        executable stays one."""
         keys, recs = self.keys, self.recs
-        raw = encode_name(name)
+        raw = name.encode("utf-8", "surrogateescape")
+        binary = bytes.fromhex(oid) if isinstance(oid, str) else oid
         at = bisect_left(keys, raw)
         if at < len(keys) and keys[at] == raw:  # a file (or link) of that name
             if keep_exec and recs[at].startswith(b"100755 "):
                 mode = 0o100755
+            if mode != TREE_MODE:  # the same key: the record changes in place
+                recs[at] = b"%o %s\x00%s" % (mode, raw, binary)
+                return
             del keys[at], recs[at]
         else:
             folder = raw + b"/"
             below = bisect_left(keys, folder, at)
             if below < len(keys) and keys[below] == folder:
+                if mode == TREE_MODE:  # a folder replaced by a folder: in place too
+                    recs[below] = b"%o %s\x00%s" % (mode, raw, binary)
+                    return
                 del keys[below], recs[below]
         if mode == TREE_MODE:
             raw_key = raw + b"/"
@@ -177,7 +195,7 @@ class TreeEditor:
         else:
             raw_key = raw
         keys.insert(at, raw_key)
-        recs.insert(at, b"%o %s\x00%s" % (mode, raw, bytes.fromhex(oid)))
+        recs.insert(at, b"%o %s\x00%s" % (mode, raw, binary))
 
     def build(self) -> Tree:
         return Tree(self.keys, self.recs)
@@ -197,24 +215,24 @@ def stored_zlib(data: bytes) -> bytes:
     setting up a deflate state (~50 us, more than the copy for a tree of 100 entries)."""
     size = len(data)
     if 0 < size <= _STORED_BLOCK:  # one block: the common case, in one join
-        return b"".join(
-            (
-                b"\x78\x01",
-                struct.pack("<BHH", 1, size, size ^ 0xFFFF),
-                data,
-                struct.pack(">I", zlib.adler32(data)),
-            )
-        )
-    out = [b"\x78\x01"]
+        return b"".join(_one_stored_block(data))
+    out = [_ZLIB_STORED]
     if not size:
         out.append(b"\x01\x00\x00\xff\xff")
     for start in range(0, size, _STORED_BLOCK):
         block = data[start : start + _STORED_BLOCK]
         last = start + _STORED_BLOCK >= size
-        out.append(struct.pack("<BHH", last, len(block), len(block) ^ 0xFFFF))
+        out.append(_BLOCK_HEADER.pack(last, len(block), len(block) ^ 0xFFFF))
         out.append(block)
-    out.append(struct.pack(">I", zlib.adler32(data)))
+    out.append(_ADLER.pack(zlib.adler32(data)))
     return b"".join(out)
+
+
+def _one_stored_block(data: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """The pieces of ``stored_zlib(data)`` for 1 to 65 535 bytes: zlib header, one final stored block,
+    Adler-32."""
+    size = len(data)
+    return _ZLIB_STORED, _BLOCK_HEADER.pack(1, size, size ^ 0xFFFF), data, _ADLER.pack(zlib.adler32(data))
 
 
 def _compress(kind: int, data: bytes) -> bytes:
@@ -245,20 +263,28 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
+def _raw_entry(kind: int, data: bytes) -> bytes:
+    """A pack entry of ``data``: its header and compressed bytes (a small or stored object in one join)."""
+    size = len(data)
+    level = COMPRESSION[kind]
+    if 0 < size <= _STORED_BLOCK and (level is None or size <= STORED_MAX_BYTES):
+        return b"".join((_entry_header(kind, size), *_one_stored_block(data)))
+    return _entry_header(kind, size) + _compress(kind, data)
+
+
 def encode(objects: Iterable[PackedObject]) -> list[tuple[bytes, bytes]]:
     """``(oid, raw entry)`` of each object: its pack entry header and compressed bytes."""
-    return [
-        (obj.oid, _entry_header(obj.kind, len(obj.data)) + _compress(obj.kind, obj.data)) for obj in objects
-    ]
+    return [(obj.oid, _raw_entry(obj.kind, obj.data)) for obj in objects]
 
 
 Entry = tuple[bytes, int, int]  # (oid, crc32, offset) of one pack entry
-Block = tuple[bytes, list[Entry]]  # consecutive raw entries; (oid, crc32, offset in the block) of each
+Piece = bytes | memoryview  # a piece of a pack being written (a view: copied from a pack in memory)
+Block = tuple[Piece, list[Entry]]  # consecutive raw entries; (oid, crc32, offset in the block) of each
 
 
 def build_pack(
     objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]] = (), blocks: Iterable[Block] = ()
-) -> tuple[list[bytes], bytes, str]:
+) -> tuple[list[Piece], bytes, str]:
     """``(pack chunks, idx bytes, pack name)`` of ``objects`` (ids unique), then of ``copied`` entries, then
     of ``blocks``: an undeltified version-2 pack.
 
@@ -273,9 +299,9 @@ def build_pack(
 
 def _assemble(
     objects: Iterable[PackedObject], copied: Iterable[tuple[bytes, bytes]], blocks: Iterable[Block]
-) -> tuple[list[bytes], bytes, str, list[Entry]]:
+) -> tuple[list[Piece], bytes, str, list[Entry]]:
     """``build_pack``, and the pack's entries in pack order (what a later roll-up of it copies)."""
-    chunks: list[bytes] = [b""]  # the header, once the count is known
+    chunks: list[Piece] = [b""]  # the header, once the count is known
     digest = hashlib.sha1()
     index: list[Entry] = []
     offset = 12
@@ -310,8 +336,9 @@ def _assemble(
     chunks.append(checksum)
     entries = list(index)
     index.sort()
+    oids = [oid for oid, _, _ in index]
     counts = [0] * 256
-    for oid, _, _ in index:
+    for oid in oids:
         counts[oid[0]] += 1
     fanout = list(itertools.accumulate(counts))
     large: list[int] = []
@@ -325,8 +352,8 @@ def _assemble(
         [
             IDX_MAGIC,
             struct.pack(">256I", *fanout),
-            b"".join(oid for oid, _, _ in index),
-            struct.pack(f">{count}I", *(crc for _, crc, _ in index)),
+            b"".join(oids),
+            struct.pack(f">{count}I", *[crc for _, crc, _ in index]),
             struct.pack(f">{count}I", *offsets),
             struct.pack(f">{len(large)}Q", *large),
             checksum,
@@ -348,7 +375,7 @@ class PendingPack:
     name: str
     tmp_pack: str | None
     tmp_idx: str | None
-    chunks: list[bytes]  # the pack's bytes, as written (kept to serve reads without reading the file back)
+    chunks: list[Piece]  # the pack's bytes, as written (kept to serve reads without reading the file back)
     idx: bytes
     entries: list[Entry]  # (oid, crc32, offset) of each entry, in pack order
 
@@ -385,7 +412,7 @@ class PendingPack:
         self.tmp_pack = self.tmp_idx = None
 
 
-def _write_new(path: str, chunks: list[bytes]) -> None:
+def _write_new(path: str, chunks: list[Piece]) -> None:
     """Create ``path`` (which must not exist) read-only, holding ``chunks``; removed again on failure."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
     try:

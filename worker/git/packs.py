@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker import faults
-from worker.git.objects import IDX_MAGIC, TYPE_NAMES, Entry, object_id
+from worker.git.objects import IDX_MAGIC, TYPE_NAMES, Block, Entry, Piece, object_id
 
 OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
 MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
@@ -200,10 +200,14 @@ class Pack:
             ]
         return self._layout
 
-    def block(self) -> tuple[bytes, list[tuple[bytes, int, int]]]:
+    def block(self) -> Block:
         """Every entry as one block of bytes, and ``(oid, crc32, offset in the block)`` of each: what a
-        roll-up copies in one piece (the CRCs are the index's, already computed)."""
-        data = bytes(self.pack[12 : self.nbytes - 20])
+        roll-up copies in one piece (the CRCs are the index's, already computed). The block of a pack in
+        memory is a view of its bytes, which never change; a mapped pack's is a copy, since no view may
+        outlive its map."""
+        pack = self.pack
+        end = self.nbytes - 20
+        data: Piece = memoryview(pack)[12:end] if isinstance(pack, bytes) else bytes(pack[12:end])
         if self._entries is not None:
             return data, [(oid, crc, start - 12) for oid, crc, start in self._entries]
         return data, [(oid, crc, start - 12) for oid, crc, start, _ in self.layout()]

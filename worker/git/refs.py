@@ -31,9 +31,9 @@ lock's content is what the ref becomes, so it stays the commit id alone), and:
   paused or dead); never by age, since its writer's lease may be alive;
 - a lock without an epoch (a writer without a lease, an earlier wikiq, git itself) is broken once older
   than ``STALE_LOCK_SECONDS``, as before: a swap holds it for milliseconds;
-- right before the rename the writer checks the lock is still its own (the inode it created, holding the
-  id it wrote); if not, a newer writer broke it, and ``LockLost`` says nothing of this writer moved
-  ``main``.
+- right before the rename the writer checks the lock is still its own (the inode it created, which it
+  holds open until the rename, so that no other file can get its number); if not, a newer writer broke
+  it, and ``LockLost`` says nothing of this writer moved ``main``.
 
 A check and a rename are two steps, so a writer paused exactly between them can still rename a newer
 writer's lock over ``main``. That puts the *newer* writer's commit on ``main`` (the lock holds its id) and
@@ -63,15 +63,17 @@ EPOCH_ATTRIBUTE = "user.wikiq.epoch"  # the lease epoch of a lock's writer (see 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def sync_filesystem(path: str | Path) -> None:
-    """Flush every dirty page of the file system holding ``path`` to disk (one ``syncfs``)."""
-    fd = os.open(path, os.O_RDONLY)
+def sync_filesystem(path: str | Path | int) -> None:
+    """Flush every dirty page of the file system holding ``path`` (or the open file ``path``, a
+    descriptor: no open of its own) to disk (one ``syncfs``)."""
+    fd = path if isinstance(path, int) else os.open(path, os.O_RDONLY)
     try:
         if _libc.syncfs(fd) != 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
     finally:
-        os.close(fd)
+        if fd is not path:
+            os.close(fd)
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -104,9 +106,10 @@ def read_ref(repo: str | Path, ref: str = MAIN) -> str | None:
     return None
 
 
-def publish_durably(repo: str | Path, pack: PendingPack) -> None:
-    """Make ``pack`` durable, then visible (steps 3 and 4 of the module's order, without a ref move)."""
-    sync_filesystem(repo)
+def publish_durably(repo: str | Path, pack: PendingPack, held: int | None = None) -> None:
+    """Make ``pack`` durable, then visible (steps 3 and 4 of the module's order, without a ref move);
+    ``held``: a descriptor open on the repository's file system, to flush it through."""
+    sync_filesystem(repo if held is None else held)
     faults.point("git.synced")
     pack.publish()
     fsync_dir(pack.pack_dir)
@@ -142,22 +145,22 @@ def swap_main(
         actual = read_ref(root)
         if actual != expected:
             raise RefMoved(expected, actual)
-        os.write(fd, mine.content)
-        os.close(fd)
-        fd = -1
+        os.write(fd, mine.content)  # the lock stays open until renamed: see ``_Mine``
         faults.point("git.locked")
         if pack is not None:
             if durable:
-                publish_durably(root, pack)  # one syncfs also flushes the lock's content
+                publish_durably(root, pack, fd)  # one syncfs also flushes the lock's content
             else:
                 pack.publish()
         elif durable:
-            sync_filesystem(root)  # the objects were made durable by whoever wrote them
+            sync_filesystem(fd)  # the objects were made durable by whoever wrote them
         if not mine.still(lock):
             held = False  # not ours any more: a newer writer's, or gone
             raise LockLost(expected)
         os.rename(lock, ref)
         held = False
+        os.close(fd)
+        fd = -1
         if durable:
             fsync_dir(os.path.dirname(ref))
         faults.point("git.ref_moved")
@@ -173,7 +176,12 @@ def swap_main(
 
 @dataclass(frozen=True)
 class _Mine:
-    """The lock a writer created: its inode and the content the writer puts in it."""
+    """The lock a writer created: its inode and the content the writer puts in it.
+
+    The writer keeps the lock open from its creation until it is renamed over the ref, so the inode
+    cannot be freed meanwhile, nor its number given to another file (a newer writer's lock, made after
+    breaking this one): while the lock's path names this inode, it is this writer's file, holding what
+    only this writer wrote into it (git and wikiq open a lock only with ``O_EXCL``)."""
 
     device: int
     inode: int
@@ -181,24 +189,17 @@ class _Mine:
 
     @classmethod
     def of(cls, fd: int, content: bytes) -> _Mine:
-        """The lock open as ``fd``, to hold ``content``."""
+        """The lock open as ``fd`` (kept open by the caller), to hold ``content``."""
         info = os.fstat(fd)
         return cls(info.st_dev, info.st_ino, content)
 
     def still(self, lock: str | Path) -> bool:
-        """True while ``lock`` is this writer's: the same inode (a broken lock's number may be reused by the
-        next one, hence the content too) holding what the writer wrote."""
+        """True while ``lock`` is this writer's: the path names the inode it created (one ``stat``)."""
         try:
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+            info = os.stat(lock)
         except FileNotFoundError:
             return False
-        try:
-            info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) != (self.device, self.inode):
-                return False
-            return os.read(fd, len(self.content) + 1) == self.content
-        finally:
-            os.close(fd)
+        return (info.st_dev, info.st_ino) == (self.device, self.inode)
 
 
 def _set_epoch(fd: int, epoch: int) -> None:

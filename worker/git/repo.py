@@ -340,8 +340,9 @@ class WikiRepo:
         changes: Mapping[str, NewFile | None],
         out: dict[bytes, PackedObject],
         replaced: list[str],
-    ) -> str | None:
-        """Tree ``tree`` with ``changes`` applied, its new objects added to ``out``; None when it is empty.
+    ) -> tuple[str, bytes] | None:
+        """The id (hex, binary) of tree ``tree`` with ``changes`` applied, its new objects added to ``out``;
+        None when it is empty.
 
         ``replaced`` collects the ids of the old trees on changed paths.
         """
@@ -363,15 +364,17 @@ class WikiRepo:
             if new is None:
                 edit.remove(name)
             else:
-                edit.put(name, TREE_MODE, new)
+                edit.put(name, TREE_MODE, new[1])
         for name, file in here.items():
             if file is not None:
-                if file.data is not None:
-                    blob = raw_object_id(b"blob", file.data)
-                    if blob.hex() != file.version:
-                        raise ValueError(f"{name!r}: version {file.version} is not the id of its bytes")
-                    out[blob] = PackedObject(OBJ_BLOB, blob, file.data)
-                edit.put(name, FILE_MODE, file.version, keep_exec=True)  # an executable stays one
+                if file.data is None:
+                    edit.put(name, FILE_MODE, file.version, keep_exec=True)  # an executable stays one
+                    continue
+                blob = raw_object_id(b"blob", file.data)
+                if blob.hex() != file.version:
+                    raise ValueError(f"{name!r}: version {file.version} is not the id of its bytes")
+                out[blob] = PackedObject(OBJ_BLOB, blob, file.data)
+                edit.put(name, FILE_MODE, blob, keep_exec=True)
         if not len(edit):
             return None
         built = edit.build()
@@ -383,7 +386,7 @@ class WikiRepo:
             if tree is not None:
                 replaced.append(tree)
         self.trees.put(new_id, built)
-        return new_id
+        return new_id, oid
 
     def commit_plan(
         self,
@@ -483,8 +486,9 @@ class WikiRepo:
         faults.point("git.rollup_delete")
         for name in absorbed:
             reader.retire(name)
-        big = len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
-        self.maintenance.committed(big)
+        self.maintenance.committed(
+            lambda: len(reader.infos) - len(rollup.candidates(reader.infos, reader.pinned))
+        )
 
     def move_main(
         self, expected: str | None, new: str, durable: bool = True, epoch: int | None = None
@@ -512,11 +516,13 @@ class WikiRepo:
         base_tree = self.tree_of(base) if base is not None else None
         objects: dict[bytes, PackedObject] = {}
         replaced: list[str] = []
-        tree = self._write_tree(base_tree, plan.changes, objects, replaced)
-        if tree is None:
+        written = self._write_tree(base_tree, plan.changes, objects, replaced)
+        if written is None:
             empty = bytes.fromhex(object_id("tree", b""))
             objects[empty] = PackedObject(OBJ_TREE, empty, b"")
             tree = empty.hex()
+        else:
+            tree = written[0]
         when = int(time.time()) if when is None else when
         text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
         if job_id is not None:  # the job trailer last (the contract's), its proof right before it

@@ -44,14 +44,13 @@ def pack_size(entries: list[tuple[bytes, bytes]]) -> int:
     return PACK_OVERHEAD + sum(len(raw) for _, raw in entries)
 
 
+_FANOUT_BITS = ROLLUP_FANOUT.bit_length() - 1  # the fan-out is a power of two: a tier is that many bits
+assert 1 << _FANOUT_BITS == ROLLUP_FANOUT
+
+
 def tier(size: int) -> int:
     """The tier of a pack of ``size`` bytes (0 below ``ROLLUP_FLOOR``, then one per factor of 4)."""
-    level = 0
-    bound = ROLLUP_FLOOR
-    while size >= bound:
-        level += 1
-        bound *= ROLLUP_FANOUT
-    return level
+    return ((max(0, size) // ROLLUP_FLOOR).bit_length() + _FANOUT_BITS - 1) // _FANOUT_BITS
 
 
 def candidates(

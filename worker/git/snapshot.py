@@ -146,7 +146,9 @@ class Snapshot:
         else:
             parent, _, name = folder.rpartition("/")
             above = self._folder(parent)
-            entry = None if above is None else above.find(name)
+            entry = self._entries.get(folder, _NOT_LOOKED_UP)
+            if entry is _NOT_LOOKED_UP:  # the folder's own entry, kept: the engine asks about it too
+                entry = self._entries[folder] = None if above is None else above.find(name)
             found = self.repo.tree(entry[1]) if entry is not None and entry[0] == TREE_MODE else None
         self._folders[folder] = found
         return found
@@ -162,7 +164,9 @@ class Snapshot:
 
     def version(self, path: str) -> str | None:
         """The blob id at ``path``, or None when no file is there."""
-        entry = self._entry(path)
+        entry = self._entries.get(path, _NOT_LOOKED_UP)  # asked several times a path: no call then
+        if entry is _NOT_LOOKED_UP:
+            entry = self._entry(path)
         if entry is None or (entry[0] != FILE_MODE and entry[0] != EXEC_MODE):
             return None
         return entry[1]

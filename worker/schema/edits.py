@@ -600,7 +600,7 @@ _TEXTS = ("content", "old", "new", "pattern", "new_heading", "heading", "title")
 
 
 @functools.cache
-def _text_fields(kind: type[BaseModel]) -> tuple[str, ...]:
+def text_fields(kind: type[BaseModel]) -> tuple[str, ...]:
     """The fields of ``_TEXTS`` an edit type has (asking a pydantic model for a field it lacks raises
     inside ``__getattr__``, ~20x the cost of reading one it has)."""
     return tuple(name for name in _TEXTS if name in kind.model_fields)
@@ -608,7 +608,7 @@ def _text_fields(kind: type[BaseModel]) -> tuple[str, ...]:
 
 def texts(edit: EditModel) -> dict[str, str]:
     """The text fields of an edit that carry content, by name (paths and versions are not content)."""
-    return {name: value for name in _text_fields(type(edit)) if isinstance(value := getattr(edit, name), str)}
+    return {name: value for name in text_fields(type(edit)) if isinstance(value := getattr(edit, name), str)}
 
 
 def content_size(edit: EditModel, index: int) -> int:
