@@ -418,6 +418,11 @@ class WikiRepo:
         """A group of consecutive commits on the current head, landed together (see ``CommitGroup``)."""
         return CommitGroup(self)
 
+    def group_on(self, base: str | None) -> CommitGroup:
+        """A group of consecutive commits on ``base`` (None: an empty history), whatever ``main`` is: for a
+        branch kept elsewhere, written with ``CommitGroup.write`` and published there."""
+        return CommitGroup(self, on_main=False, base=base)
+
     def write_commit(
         self,
         plan: Plan,
@@ -438,14 +443,18 @@ class WikiRepo:
             commit, objects = self._build_commit(
                 plan, base, message, author, job_id, committer, when, proof_key
             )
-            pending, absorbed = self._pack(objects)
-            faults.point("git.pack_written")
-            try:
-                publish_durably(self.path, pending)
-            finally:
-                pending.discard()
-            self._settle(pending, absorbed)
+            self._write_durably(objects)
             return commit
+
+    def _write_durably(self, objects: dict[bytes, PackedObject]) -> None:
+        """Write ``objects`` as one pack, durable then visible, moving no ref (``write_commit``'s order)."""
+        pending, absorbed = self._pack(objects)
+        faults.point("git.pack_written")
+        try:
+            publish_durably(self.path, pending)
+        finally:
+            pending.discard()
+        self._settle(pending, absorbed)
 
     def _pack(self, objects: dict[bytes, PackedObject]) -> tuple[PendingPack, list[str]]:
         """The pack of a commit's ``objects`` under temporary names, carrying the entries of the packs it
@@ -551,19 +560,22 @@ class CommitGroup:
     commit added (its new objects, not on disk yet, are read from memory), ``add`` builds the next commit
     on it, ``land`` writes and publishes them all in the order of ``worker.git.refs`` and moves ``main``.
     ``RefMoved`` / ``RefLocked`` from ``land`` mean nothing of the group is on ``main`` (its pack is
-    deleted). Leaving the block without ``land`` drops every commit of the group.
+    deleted). Leaving the block without ``land`` drops every commit of the group. A group opened on a given
+    base (``WikiRepo.group_on``) never moves ``main``: ``write`` makes its commits durable as one pack.
     """
 
-    def __init__(self, repo: WikiRepo) -> None:
+    def __init__(self, repo: WikiRepo, on_main: bool = True, base: str | None = None) -> None:
         self.repo = repo
-        self.base: str | None = None
-        self.head: str | None = None
+        self.on_main = on_main  # False: the group is on ``base``, and only ``write`` lands it
+        self.base: str | None = base
+        self.head: str | None = base
         self.commits: list[str] = []
         self.objects: dict[bytes, PackedObject] = {}
 
     def __enter__(self) -> CommitGroup:
         self.repo.lock.acquire()
-        self.base = self.head = self.repo.head()
+        if self.on_main:
+            self.base = self.head = self.repo.head()
         self.repo._pending = self.objects
         return self
 
@@ -602,9 +614,16 @@ class CommitGroup:
         group without commits."""
         if not self.commits:
             return
-        assert self.head is not None
+        assert self.head is not None and self.on_main
         repo = self.repo
         pending, absorbed = repo._pack(self.objects)
         faults.point("git.pack_written")
         swap_main(repo.path, self.base, self.head, pending, epoch=epoch)
         repo._settle(pending, absorbed)
+
+    def write(self) -> None:
+        """Write every commit of the group as one pack, durable then visible, moving NO ref (the order of
+        ``WikiRepo.write_commit``): a branch kept elsewhere is then moved there; nothing to do for a group
+        without commits."""
+        if self.commits:
+            self.repo._write_durably(self.objects)

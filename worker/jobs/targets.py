@@ -6,9 +6,10 @@ target's *draft*; the target then lands the draft in one step and says what to d
 - ``LocalTarget``, a wiki whose repository is the system of record: the draft is a ``CommitGroup`` (its
   objects in memory), landed as ONE pack made durable by ONE ``syncfs`` and put on ``main`` by ONE
   compare-and-swap under ``main.lock`` (carrying the lease epoch, ``worker.git.refs``);
-- ``RemoteTarget``, a wiki whose branch lives in a git remote: the draft is built on the branch head
-  (fetched, or the one this cache last saw), each commit durable in the cache with no ref moved, and landed
-  by ONE push with ``--force-with-lease`` from that head; then the cache's ``main`` follows.
+- ``RemoteTarget``, a wiki whose branch lives in a git remote: the draft is a ``CommitGroup`` on the
+  branch head (fetched, or the one this cache last saw), written to the cache as ONE durable pack with no
+  ref moved, and landed by ONE push with ``--force-with-lease`` from that head; then the cache's ``main``
+  follows.
 
 A land that did not happen is a *setback*: ``Again`` (a new round on the head as it is now, after a pause;
 ``lost_swap`` when someone else moved the branch, counted against the target's ``swaps``) or ``Fail``
@@ -23,7 +24,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from worker import faults
@@ -239,36 +240,6 @@ class _Refused(Exception):
         self.reason = reason
 
 
-@dataclass
-class RemoteDraft:
-    """Commits built on the remote branch's head ``base`` in the cache (durable, no ref moved);
-    ``guessed``: ``base`` is the head this cache last saw, not a fetch."""
-
-    repo: WikiRepo
-    base: str | None
-    guessed: bool
-    head: str | None = None
-    commits: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.head = self.base
-
-    def add(
-        self,
-        plan: Plan,
-        message: str,
-        author: Identity,
-        *,
-        job_id: str | None = None,
-        proof_key: bytes | None = None,
-    ) -> str:
-        self.head = self.repo.write_commit(
-            plan, self.head, message, author, job_id=job_id, proof_key=proof_key
-        )
-        self.commits.append(self.head)
-        return self.head
-
-
 def follow(repo: WikiRepo, tip: str | None, durable: bool = True, epoch: int | None = None) -> None:
     """Move the cache's ``main`` to the remote's head ``tip`` (the remote is the system of record), under
     a ``main.lock`` of lease epoch ``epoch``."""
@@ -309,6 +280,7 @@ class RemoteTarget:
         self.refused = 0
         self.backoff = 0.5
         self.waited_since: float | None = None
+        self.guessed = False  # the open draft is on the head this cache last saw, not on a fetched one
         self.repo: WikiRepo
         self.policy: ZonePolicy
 
@@ -316,7 +288,7 @@ class RemoteTarget:
         return self.settings.remote_coalesce_max - 1
 
     def alone(self, batch: Batch) -> bool:
-        return False  # every commit is durable in the cache before the next is built: git sees them all
+        return reads_widely(batch)  # as on a local wiki: the draft's objects are in memory until the push
 
     async def ready(self, stop: asyncio.Event) -> bool:
         """Wait until ``remote_push_interval_seconds`` have passed since the last push to this remote."""
@@ -336,15 +308,17 @@ class RemoteTarget:
         known = None if fresh else read_ref(self.repo.path, tracking_ref(self.remote))
         tip = known if known is not None else fetch(self.repo.path, self.remote)
         follow(self.repo, tip, epoch=epoch)
-        yield RemoteDraft(self.repo, tip, guessed=known is not None)
+        self.guessed = known is not None
+        with self.repo.group_on(tip) as group:
+            yield group
 
     def land(self, draft: Draft, epoch: int | None) -> Landed:
         if not draft.commits:
-            assert isinstance(draft, RemoteDraft)
-            if draft.guessed:
+            if self.guessed:
                 raise _Unsure  # nothing pushed confirmed the head we built on: decide on the real one
             return Landed(draft.base, 0)
-        assert draft.head is not None
+        assert isinstance(draft, CommitGroup) and draft.head is not None
+        draft.write()  # git pushes from the cache: every commit durable there first, as one pack
         faults.point("publish.after_commit")
         faults.soon("publish.during_push")
         pushed = push_cas(self.repo.path, self.remote, draft.head, draft.base, built_on_expected=True)
