@@ -18,6 +18,7 @@ import functools
 import io
 import os
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -83,13 +84,15 @@ QUICK = Sizes(
 
 @dataclass
 class EngineRun:
-    """Each timed commit's wall seconds; CPU seconds, syncfs and object-read calls, loose objects written."""
+    """Each timed commit's wall seconds; CPU seconds, syncfs and object-read calls, loose objects written;
+    ``system``: the CPU seconds of the commits' loop spent in the kernel (part of ``cpu``)."""
 
     wall: list[float]
     cpu: float
     syncfs: list[float]
     reads: list[float]
     objects: int
+    system: float = 0.0
 
     @property
     def commits_per_s(self) -> float:
@@ -104,6 +107,7 @@ class EngineRun:
             self.syncfs + other.syncfs,
             self.reads + other.reads,
             self.objects + other.objects,
+            self.system + other.system,
         )
 
 
@@ -190,12 +194,28 @@ def run_engine(
     wall: list[float] = []
     cpu = 0.0
     start = first + warmup
+    kernel = resource.getrusage(resource.RUSAGE_SELF).ru_stime
     with timed_calls(gitrefs, "sync_filesystem") as syncfs, timed_calls(WikiRepo, "_read") as reads:
         for job in range(start, start + commits):
             seconds, cpu_seconds = engine_commit(repo, workload, job)
             wall.append(seconds)
             cpu += cpu_seconds
-    return EngineRun(wall, cpu, syncfs, reads, loose_objects(repo.path) - before)
+    kernel = resource.getrusage(resource.RUSAGE_SELF).ru_stime - kernel
+    return EngineRun(wall, cpu, syncfs, reads, loose_objects(repo.path) - before, kernel)
+
+
+def file_create_ms(folder: Path, count: int = 200) -> float:
+    """CPU milliseconds this process spends creating one empty file in ``folder`` (the machine's price of
+    each of the three files a commit creates: its pack, its index and ``main.lock``). On ext4 it depends on
+    the folder: a block group with no free inode sends every creation on a search of the others."""
+    names = [folder / f"tmp_bench_{os.getpid()}_{n}" for n in range(count)]
+    start = time.process_time()
+    for name in names:
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    spent = time.process_time() - start
+    for name in names:
+        name.unlink()
+    return spent * 1000 / count
 
 
 def run_with_peer(
@@ -331,6 +351,7 @@ def engine_rows(layout: Layout, built: float, run: EngineRun) -> list[Row]:
         Row(f"{key}.p50_ms", statistics.median(ms), "ms", "latency per commit"),
         Row(f"{key}.p99_ms", ms[round(0.99 * (n - 1))], "ms", "latency per commit"),
         Row(f"{key}.cpu_ms", cpu, "ms/commit", cpu_note),
+        Row(f"{key}.cpu_system_ms", run.system * 1000 / n, "ms/commit", "of cpu_ms, in the kernel"),
         Row(f"{key}.syncfs_ms", sum(run.syncfs) * 1000 / n, "ms/commit", "inside syncfs (durability)"),
         Row(f"{key}.objects_per_commit", run.objects / n, "objects", "loose objects written per commit"),
         Row(
@@ -499,19 +520,27 @@ def measure_layout(ctx: Context, sizes: Sizes, layout: Layout) -> list[Row]:
     """The engine, then the GitPython baseline (on a clone of the engine's result), on one layout."""
     data = ctx.workdir / layout.name
     built, engine, workload, peer = measure_engine(ctx, sizes, layout, data)
+    bare = GitStore(data).path(layout.name.replace("_", "-"))
+    create = Row(
+        f"engine.{layout.name}.file_create_ms",
+        file_create_ms(bare / "objects" / "pack"),
+        "ms CPU",
+        "one empty file created in this repository's objects/pack: the machine's price of each of a "
+        "commit's three new files",
+    )
     commits = sizes.baseline_commits.get(layout.name, 0)
     if commits:
-        bare = GitStore(data).path(layout.name.replace("_", "-"))
         baseline = run_baseline(bare, data / "worktree", workload, commits)
     else:
         baseline = BaselineRun(skipped="--quick" if ctx.quick else "run at the nested sizes only")
     shutil.rmtree(data, ignore_errors=True)
     ctx.console.log(f"engine: {layout.name} done")
-    return (
-        engine_rows(layout, built, engine)
-        + peer_rows(layout, peer, peer_skipped(layout))
-        + baseline_rows(layout, engine, baseline)
-    )
+    return [
+        *engine_rows(layout, built, engine),
+        create,
+        *peer_rows(layout, peer, peer_skipped(layout)),
+        *baseline_rows(layout, engine, baseline),
+    ]
 
 
 def summary_rows(rows: list[Row]) -> list[Row]:
