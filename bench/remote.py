@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import httpx
 from bench.report import Context, Row
 from tests.e2e.remotes import batch, create, deployment
 from tests.e2e.service import Service
-from tests.integration.remote.repos import make_bare
+from tests.integration.remote import repos
 from worker.git.remote import Accepted, Remote, clone_or_init_cache, push_cas
 
 HOOK_SECONDS = 0.05
@@ -35,7 +34,7 @@ def _served(root: Path) -> Remote:
     """An empty repository whose pre-receive hook sleeps ``HOOK_SECONDS``, declared as a remote."""
     served = root / "served"
     served.mkdir(parents=True)
-    repo = make_bare(served / "wiki.git")
+    repo = repos.make_bare(served / "wiki.git")
     hook = repo / "hooks" / "pre-receive"
     hook.write_text(f"#!/bin/sh\nsleep {HOOK_SECONDS}\n")
     hook.chmod(0o755)
@@ -98,19 +97,9 @@ def _push_floor(root: Path, count: int) -> list[float]:
     remote = _served(root)
     cache = root / "cache.git"
     head = clone_or_init_cache(cache, remote)
-
-    def git(*args: str, stdin: str = "") -> str:
-        done = subprocess.run(["git", "-C", str(cache), *args], input=stdin, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise AssertionError(f"git {args[0]}: {done.stderr}")
-        return done.stdout.strip()
-
     samples = []
     for i in range(count):
-        blob = git("hash-object", "-w", "--stdin", stdin=f"page {i}\n")
-        tree = git("mktree", stdin=f"100644 blob {blob}\tpage-{i}.md\n")
-        parents = ["-p", head] if head else []
-        commit = git("commit-tree", tree, *parents, "-m", f"floor {i}")
+        commit = repos.commit(cache, head, f"floor {i}", {f"page-{i}.md": f"page {i}\n"})
         start = time.perf_counter()
         result = push_cas(cache, remote, commit, head, built_on_expected=True)
         samples.append(time.perf_counter() - start)
