@@ -33,18 +33,34 @@ SSHD = "/usr/sbin/sshd"
 SSHD_INSTALL = "apt-get install -y openssh-server"
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 15.0) -> None:
-    """Return once 127.0.0.1:``port`` accepts a connection; fail early if ``process`` died meanwhile."""
+def wait_for_port(
+    port: int,
+    process: subprocess.Popen[bytes] | None = None,
+    timeout: float = 15.0,
+    log: Path | None = None,
+) -> None:
+    """Return once 127.0.0.1:``port`` accepts a connection; fail early if ``process`` died meanwhile
+    (quoting its ``log``)."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return
         if process is not None and process.poll() is not None:
-            stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            stderr = log.read_text(errors="replace") if log is not None and log.exists() else ""
             raise RuntimeError(f"server exited with {process.returncode} before listening: {stderr}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
         time.sleep(0.02)  # polling interval of the readiness check, not a synchronisation sleep
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a server in its own session, its stderr (and that of everything it forks, such as git
+    daemon's connection handlers) appended to ``log``: a pipe nobody reads would fill up over a long run
+    and block the next handler that writes an error to it."""
+    with open(log, "ab") as err:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
 
 
 def _stop_process(process: subprocess.Popen[bytes] | None) -> None:
@@ -71,7 +87,8 @@ class GitDaemon:
 
     def start(self) -> GitDaemon:
         """Start the daemon and return once it listens."""
-        self.process = subprocess.Popen(
+        log = self.root.parent / f"git-daemon-{self.port}.log"
+        self.process = _spawn(
             [
                 "git",
                 "daemon",
@@ -84,12 +101,9 @@ class GitDaemon:
                 f"--port={self.port}",
                 str(self.root),
             ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            log,
         )
-        wait_for_port(self.port, self.process)
+        wait_for_port(self.port, self.process, log=log)
         return self
 
     def url(self, name: str) -> str:
@@ -286,14 +300,9 @@ class SshServer:
         )
         if os.geteuid() == 0:
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        self.process = subprocess.Popen(
-            [binary, "-D", "-e", "-f", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        wait_for_port(self.port, self.process)
+        log = self.directory / "sshd.log"
+        self.process = _spawn([binary, "-D", "-e", "-f", str(config)], log)
+        wait_for_port(self.port, self.process, log=log)
         return self
 
     def url(self, repo: Path) -> str:
