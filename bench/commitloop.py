@@ -20,11 +20,11 @@ import argparse
 import cProfile
 import os
 import pstats
-import shutil
 import tempfile
 from pathlib import Path
 
 from bench.engine import AUTHOR, WARMUP
+from bench.report import WORKDIR, remove_scratch
 from bench.wikis import Layout, build_bare
 from bench.workload import Workload
 from worker.engine import Applied, preflight
@@ -95,11 +95,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=WARMUP, help=f"commits before those ({WARMUP})")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a cProfile")
     args = parser.parse_args(argv)
-    data = Path(tempfile.mkdtemp(prefix="wikiq-commitloop-"))
+    WORKDIR.mkdir(parents=True, exist_ok=True)
+    data = Path(tempfile.mkdtemp(prefix="wikiq-commitloop-", dir=WORKDIR))  # see ``bench.__main__``
     try:
         user, system = run(data, args.pages, args.commits, args.warmup, args.profile)
     finally:
-        shutil.rmtree(data, ignore_errors=True)
+        remove_scratch(data)
     per = 1000 / max(1, args.commits)
     cpu = f"{user * per:.3f} user, {system * per:.3f} system"
     print(f"{args.pages} pages, {args.commits} commits; CPU ms a commit: {cpu}")

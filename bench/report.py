@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,19 @@ from typing import NamedTuple
 
 from rich.console import Console
 from rich.table import Table
+
+# where the benchmarks make their scratch folders (see ``bench.__main__`` for why not the system's /tmp)
+WORKDIR = Path(__file__).resolve().parent.parent / ".bench-work"
+
+
+def remove_scratch(path: Path) -> None:
+    """Delete the scratch folder ``path``: again if a first pass left some of it (a background pack
+    deleter of the engine may still be unlinking files in it, which makes ``rmtree`` skip folders)."""
+    for _ in range(5):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+
 
 Value = float | int | str | None
 
