@@ -21,7 +21,7 @@ from rich.console import Console
 
 from bench import engine, queue, reads, refactor, remote, search, soak
 from bench.engine import file_create_ms
-from bench.report import WORKDIR, Context, Row, Section, remove_scratch, table, write_json
+from bench.report import WORKDIR, Context, Row, Section, make_scratch, remove_scratch, table, write_json
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
@@ -70,8 +70,7 @@ def host_rows(workdir: Path) -> list[Row]:
 def run(sections: list[Section], quick: bool, console: Console, root: Path = WORKDIR) -> list[Row]:
     """Run ``sections`` in order in a scratch folder under ``root``, printing each one's table (and
     notes) as it completes."""
-    root.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="wikiq-bench-", dir=root))
+    workdir = make_scratch("wikiq-bench-", root)
     rows = host_rows(workdir)
     console.print(table("Host", rows))
     try:

@@ -20,11 +20,10 @@ import argparse
 import cProfile
 import os
 import pstats
-import tempfile
 from pathlib import Path
 
 from bench.engine import AUTHOR, WARMUP
-from bench.report import WORKDIR, remove_scratch
+from bench.report import make_scratch, remove_scratch
 from bench.wikis import Layout, build_bare
 from bench.workload import Workload
 from worker.engine import Applied, preflight
@@ -95,8 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=WARMUP, help=f"commits before those ({WARMUP})")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a cProfile")
     args = parser.parse_args(argv)
-    WORKDIR.mkdir(parents=True, exist_ok=True)
-    data = Path(tempfile.mkdtemp(prefix="wikiq-commitloop-", dir=WORKDIR))  # see ``bench.__main__``
+    data = make_scratch("wikiq-commitloop-")  # see ``bench.__main__`` for where
     try:
         user, system = run(data, args.pages, args.commits, args.warmup, args.profile)
     finally:

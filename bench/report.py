@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,17 +14,23 @@ from typing import NamedTuple
 from rich.console import Console
 from rich.table import Table
 
+from worker.git.packs import PACKS
+
 # where the benchmarks make their scratch folders (see ``bench.__main__`` for why not the system's /tmp)
 WORKDIR = Path(__file__).resolve().parent.parent / ".bench-work"
 
 
+def make_scratch(prefix: str, root: Path = WORKDIR) -> Path:
+    """A new empty scratch folder under ``root`` (made if missing)."""
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
 def remove_scratch(path: Path) -> None:
-    """Delete the scratch folder ``path``: again if a first pass left some of it (a background pack
-    deleter of the engine may still be unlinking files in it, which makes ``rmtree`` skip folders)."""
-    for _ in range(5):
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
-            return
+    """Delete the scratch folder ``path`` once this process's background pack deleter is done with the
+    packs a roll-up retired in it (``rmtree`` racing it skips whole folders)."""
+    PACKS.wait_retired(30)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 Value = float | int | str | None
