@@ -40,6 +40,14 @@ def _ask(port: int, *command: str) -> object:
         client.close()
 
 
+def _serves_with_a_replica(info: object) -> bool:
+    """Whether ``info`` (a node's INFO replication) is a primary's with an online replica."""
+    if not isinstance(info, dict) or info.get("role") != "master":
+        return False
+    replica = info.get("slave0")
+    return isinstance(replica, dict) and replica.get("state") == "online"
+
+
 class Sentinels:
     """Primary, replica and three sentinels under ``root``; ``addresses`` is WIKIQ_REDIS_SENTINELS."""
 
@@ -92,8 +100,7 @@ class Sentinels:
         return self
 
     def _settled(self) -> bool:
-        info = _ask(self.nodes[0].port, "INFO", "replication")
-        if not isinstance(info, dict) or info.get("slave0", {}).get("state") != "online":
+        if not _serves_with_a_replica(_ask(self.nodes[0].port, "INFO", "replication")):
             return False
         for port in self.sentinel_ports:
             state = _ask(port, "SENTINEL", "MASTER", MASTER)
@@ -142,13 +149,14 @@ class Sentinels:
         node.extra = FAST_SYNC  # it must not come back as the replica of itself
         node.start()
 
-    def wait_for_replica(self, primary: RedisServer, timeout: float = 60) -> None:
-        """Return once ``primary`` has an online replica again."""
+    def wait_for_replica(self, timeout: float = 60) -> RedisServer:
+        """Return the primary once it has an online replica again: whichever node the sentinels name by
+        then (on a loaded machine they may fail over a second time, to the node that just rejoined)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            info = _ask(primary.port, "INFO", "replication")
-            if isinstance(info, dict) and info.get("slave0", {}).get("state") == "online":
-                return
+            port = self.primary_port()
+            if port is not None and _serves_with_a_replica(_ask(port, "INFO", "replication")):
+                return self.node(port)
             time.sleep(0.05)  # polling replication state: nothing to wait on instead
         raise AssertionError(f"no replica came back within {timeout}s; logs under {self.root}")
 

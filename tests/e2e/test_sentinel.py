@@ -200,11 +200,11 @@ def test_failover_under_load_loses_no_accepted_job(
                 time.sleep(0.01)  # letting the load build up before the kill
             killed_at = time.monotonic()
             victim = sentinels.kill_primary()
-            primary = sentinels.wait_for_failover(victim)
+            sentinels.wait_for_failover(victim)
             promoted_at = time.monotonic()
             if durability == "replica":
                 sentinels.restart(victim)  # as a supervisor would; it rejoins as a replica
-                sentinels.wait_for_replica(primary)
+                sentinels.wait_for_replica()
             recovered_at = time.monotonic()
             for future in futures:
                 future.result()
