@@ -71,6 +71,12 @@ def lease(partition: int) -> str:
     return f"wikiq:lease:{partition}"
 
 
+def landing(partition: int) -> str:
+    """String: when a worker of ``partition`` last had a replica confirm the jobs it was about to land (ms;
+    the write ``WAIT`` waits for, ``worker.jobs.queue.confirm_on_replica``)."""
+    return f"wikiq:landing:{partition}"
+
+
 def lease_epoch(partition: int) -> str:
     """The counter every grant of a partition's lease raises: the fencing token of the run that holds it."""
     return f"wikiq:lease-epoch:{partition}"

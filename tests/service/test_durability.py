@@ -10,6 +10,9 @@ The server here runs ``appendfsync no``: Redis never fsyncs by itself, so its ``
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from tests.e2e.proxy import FreezableProxy
 from tests.service.harness import create, deployment, expect_error
 from worker.jobs.queue import cancel_queued
 from worker.jobs.records import JobStore
@@ -144,30 +148,75 @@ async def test_aof_off_is_503_saying_what_to_change(tmp_path: Path) -> None:
         server.stop()
 
 
-async def test_replica_durability_needs_a_replica_to_confirm(tmp_path: Path) -> None:
-    """``replica``: 202 while a replica acknowledges the job; once the replica is gone, 503 (never a 202
-    that only the primary holds)."""
-    primary = RedisServer(tmp_path / "primary").start()
-    replica = RedisServer(tmp_path / "replica", extra=("--replicaof", "127.0.0.1", str(primary.port)))
+@contextlib.asynccontextmanager
+async def _replicated(root: Path) -> AsyncIterator[tuple[RedisServer, RedisServer, FreezableProxy]]:
+    """A primary, its replica and the proxy the replica replicates through, once the replica's first sync
+    is done; all stopped at the end."""
+    primary = RedisServer(root / "primary").start()
+    via = FreezableProxy(primary.port)
+    replica = RedisServer(root / "replica", extra=("--replicaof", "127.0.0.1", str(via.port)))
+    probe = Redis.from_url(primary.url, decode_responses=True, socket_timeout=5)
     try:
         replica.start()
-        probe = Redis.from_url(primary.url, decode_responses=True)
         deadline = time.monotonic() + 20
         while (await probe.info("replication")).get("slave0", {}).get("state") != "online":
             assert time.monotonic() < deadline, "the replica did not come online"
             await asyncio.sleep(0.05)  # waiting for the replica's first sync: nothing to wait on instead
-        await probe.aclose()
-        settings = {"accept_durability": "replica", "accept_timeout_seconds": 1}
-        async with deployment(primary, tmp_path, **settings) as dep:
-            wiki = await dep.new_wiki("replicated")
-            job_id = await dep.submit_ok(wiki, _batch("wiki/e.md"))
-            assert (await dep.wait(job_id))["status"] == "succeeded"
-            replica.kill()
-            error = expect_error(await dep.submit(wiki, _batch("wiki/f.md")), 503, "STORAGE_UNAVAILABLE")
-            assert "no replica" in error["message"]
+        yield primary, replica, via
     finally:
+        await probe.aclose()
+        via.close()
         replica.stop()
         primary.stop()
+
+
+async def test_replica_durability_needs_a_replica_to_confirm(tmp_path: Path) -> None:
+    """``replica``: 202 while a replica acknowledges the job; once the replica is gone, 503 (never a 202
+    that only the primary holds)."""
+    settings = {"accept_durability": "replica", "accept_timeout_seconds": 1}
+    async with (
+        _replicated(tmp_path) as (primary, replica, _),
+        deployment(primary, tmp_path, **settings) as dep,
+    ):
+        wiki = await dep.new_wiki("replicated")
+        job_id = await dep.submit_ok(wiki, _batch("wiki/e.md"))
+        assert (await dep.wait(job_id))["status"] == "succeeded"
+        replica.kill()
+        error = expect_error(await dep.submit(wiki, _batch("wiki/f.md")), 503, "STORAGE_UNAVAILABLE")
+        assert "no replica" in error["message"]
+
+
+def _trailers(repo: Path) -> list[str]:
+    """The ``Wikiq-Job`` trailer of every commit on ``main``, newest first."""
+    out = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%B", "main"], capture_output=True, text=True, check=True
+    ).stdout
+    return re.findall(r"^Wikiq-Job: (\S+)$", out, re.MULTILINE)
+
+
+async def test_a_job_no_replica_has_is_not_landed_until_one_does(tmp_path: Path) -> None:
+    """``replica``: a submission no replica confirms (the replication stream frozen by a proxy) is answered
+    503 naming the kept job, and the worker does not put that job into git while no replica has its record
+    (a failover could still take the record back, leaving a commit of a job nobody knows and a retry that
+    queues the batch again); once the stream flows, the job lands, exactly once."""
+    settings = {"accept_durability": "replica", "accept_timeout_seconds": 0.3}
+    async with _replicated(tmp_path) as (primary, _, proxy), deployment(primary, tmp_path, **settings) as dep:
+        wiki = await dep.new_wiki("unreplicated")
+        proxy.freeze()
+        error = expect_error(await dep.submit(wiki, _batch("wiki/u.md")), 503, "STORAGE_UNAVAILABLE")
+        job_id = error["message"].split()[1]
+        jobs = JobStore(dep.redis, 3600, 3600)
+        deadline = time.monotonic() + 30
+        while (record := await jobs.get(job_id)) is not None and record.runs < 3:
+            assert record.status != "succeeded", "landed while no replica had the job"
+            assert time.monotonic() < deadline, f"the worker did not try the job: {record}"
+            await asyncio.sleep(0.05)  # polling the record for the worker's attempts: no event to wait on
+        assert record is not None and record.status != "succeeded", record
+        assert job_id not in _trailers(dep.repo(wiki))
+        proxy.thaw()
+        job = await dep.wait(job_id)
+        assert job["status"] == "succeeded", job
+        assert _trailers(dep.repo(wiki)).count(job_id) == 1
 
 
 async def test_redis_away_is_503_not_a_trace(tmp_path: Path) -> None:

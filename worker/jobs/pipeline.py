@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
@@ -275,17 +275,22 @@ async def run(
     key: bytes | None,
     lease: Lease | None,
     stop: asyncio.Event,
+    confirm: Callable[[], Awaitable[None]] | None = None,
 ) -> list[Decided]:
     """Land ``head`` and the batches claimed behind it on ``target`` (see the module): every member's
     outcome, in order; empty when ``stop`` was set while waiting, every member given back (``queued``
     again, at its place: the head's arq entry is still queued, and each looks for its own commit first
-    when it runs again). Unexpected errors are raised, the followers given back."""
+    when it runs again). ``confirm``, when given, is awaited once the members are claimed and before
+    anything lands (a replica-durable deployment's ``confirm_on_replica``: its ``NotDurable`` is raised
+    with nothing landed). Unexpected errors are raised, the followers given back."""
     if not await target.ready(stop):
         await _give_back(jobs, [head], lease)
         return []
     members = [head]
     try:
         members += await claim(jobs, head.record, target.takes_along(head.record), lease, target.alone)
+        if confirm is not None:
+            await confirm()
         ended = await _rounds(target, members, limits, key, lease, stop)
     except BaseException:
         with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later

@@ -13,6 +13,7 @@ shared arq queue. Only JSON crosses Redis (never pickle).
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -29,6 +30,8 @@ from worker.jobs.scripts import C, Call, Script, arg, key
 from worker.settings import Settings
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
     from worker.jobs.records import JobRecord, JobStore
 
 WORKERS = keys.WORKERS
@@ -68,6 +71,7 @@ def lease_key(partition: int) -> str:
 
 CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)
 SENTINEL_TIMEOUT = 1.0  # seconds a sentinel has to answer "who is the primary?"
+LANDING_KEPT_MS = 60_000  # ``keys.landing`` only needs to outlive its WAIT
 REPLY_MARGIN = 0.5  # seconds a Redis reply may take beyond the longest wait a command of ours asks for
 # A primary that loses power sends no RST: without these, a connection waiting on it (a pub/sub listener, a
 # reply in flight) would hang for TCP's defaults (2 h idle, ~15 min of retransmissions) instead of failing
@@ -370,6 +374,27 @@ async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout
         _wait_for_durability(pipe, durability, timeout_s)
         replies = await pipe.execute(raise_on_error=False)
     _check_durability(replies[2:], durability, timeout_s)
+
+
+async def confirm_on_replica(redis: Redis, partition: int, timeout_s: float) -> None:
+    """Return once a replica of Redis holds everything this process read and wrote before the call;
+    ``NotDurable`` if none confirms within ``timeout_s``.
+
+    A worker of a ``replica`` deployment calls it before it lands the jobs it claimed: a job answered 503
+    (stored and queued, not confirmed) is then never put into git while a failover could still take its
+    record back, which would leave a commit of a job nobody knows and a retry that queues the batch
+    again. As in ``ring_durably``, ``WAIT`` waits for its connection's last write: here a timestamp under
+    ``keys.landing``, written after the jobs' records were read, so past them in the replication stream.
+    """
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(keys.landing(partition), str(int(time.time() * 1000)), px=LANDING_KEPT_MS)
+        pipe.execute_command("WAIT", 1, max(1, int(timeout_s * 1000)))
+        replies = await pipe.execute(raise_on_error=False)
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    if int(replies[1]) < 1:
+        raise NotDurable(f"no replica of Redis confirmed the claimed jobs within {timeout_s:g} s")
 
 
 async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:

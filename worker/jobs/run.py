@@ -18,6 +18,7 @@ current owner, which finds the job's commit by trailer if the stale run landed o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from arq import Retry
@@ -30,6 +31,7 @@ from worker.jobs import lifecycle, pipeline
 from worker.jobs.context import JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease
 from worker.jobs.pipeline import Decided, Member
+from worker.jobs.queue import NotDurable, confirm_on_replica
 from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
 from worker.jobs.storage import storage_fault
@@ -107,9 +109,17 @@ async def _apply(ctx: JobContext, resources: Resources, head: Member, stop: asyn
         target = await target_for(resources, record.wiki, ctx.get("owner"))
         # the commit key before claiming: nothing to give back if Redis fails here
         key = await resources.commit_key.get(resources.settings, resources.jobs.redis)
-        return await pipeline.run(resources.jobs, target, head, resources.settings.limits, key, lease, stop)
+        settings = resources.settings
+        confirm = None
+        if settings.accept_durability == "replica":
+            redis, timeout = resources.jobs.redis, settings.accept_timeout_seconds
+            confirm = functools.partial(confirm_on_replica, redis, record.partition, timeout)
+        return await pipeline.run(resources.jobs, target, head, settings.limits, key, lease, stop, confirm)
     except Fenced:
         raise
+    except NotDurable as exc:  # nothing landed: run again once a replica can confirm the jobs
+        log.warning("job %s: %s; not landed yet", record.job_id, exc.message)
+        raise await again(ctx) from exc
     except WikiqError as exc:
         if exc.code != "INTERNAL":
             return [Decided(head, error=error_info(exc))]
