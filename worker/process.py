@@ -45,6 +45,7 @@ from worker.jobs.queue import (
 )
 from worker.jobs.resources import Resources
 from worker.settings import Settings
+from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import deliver_webhook, signer_for
 from worker.webhooks.http import WebhookSender
 from worker.webhooks.taker import Taker, taker_name
@@ -124,14 +125,14 @@ class WorkerProcess:
         try:
             await self.stopping.wait()
         finally:
-            await _cancel(others)
+            await cancel_and_wait(*others)
             # the lease loop goes on renewing (taking nothing new) until every partition is handed back:
             # a job in flight keeps its partition to the end, instead of a lapsed lease letting another
             # process run it again meanwhile
             for partition in list(self.runners):
                 self._release_later(partition)
             await asyncio.gather(*self.releasing.values(), return_exceptions=True)
-            await _cancel([leases])
+            await cancel_and_wait(leases)
             with contextlib.suppress(RedisError):
                 await self.redis.zrem(WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
@@ -236,15 +237,6 @@ class WorkerProcess:
             runner = self.runners.get(int(key.rsplit(":", 1)[1]))
             if runner is not None:
                 runner.wake.set()
-
-
-async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait until each has ended (whatever it ended with)."""
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 async def serve(settings: Settings) -> None:

@@ -40,6 +40,7 @@ from worker.jobs.queue import bell_key, connect, lease_key
 from worker.jobs.resources import Resources
 from worker.redis_server import RedisServer
 from worker.settings import Settings
+from worker.tasks import cancel_and_wait
 
 TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
 BASE_URL = "http://127.0.0.1:8080"
@@ -126,9 +127,7 @@ class InProcessWorker:
     async def stop(self) -> None:
         """Stop consuming after the jobs in flight."""
         if self.bells is not None:
-            self.bells.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.bells
+            await cancel_and_wait(self.bells)
             self.bells = None
         for runner in self.runners.values():
             await runner.stop(grace=CEILING)

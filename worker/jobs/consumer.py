@@ -31,6 +31,7 @@ from worker.jobs.resources import Resources
 from worker.jobs.run import apply_batch
 from worker.jobs.scripts import Call, Script, arg, key
 from worker.settings import Settings
+from worker.tasks import cancel_and_wait
 
 log = logging.getLogger("wikiq.queue")
 IDLE_RECHECK = 2.0  # seconds an idle consumer waits before re-reading its queue without a doorbell
@@ -210,6 +211,4 @@ class PartitionRunner:
                 task.cancel()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.task), CANCEL_GRACE)
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+        await cancel_and_wait(self.task)

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.jobs.records import EVENTS
+from worker.tasks import cancel_and_wait
 
 log = logging.getLogger("wikiq.api")
 
@@ -76,6 +77,4 @@ class Waiters:
     async def stop(self) -> None:
         """Stop listening."""
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+            await cancel_and_wait(self.task)

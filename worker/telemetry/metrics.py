@@ -26,6 +26,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from worker import keys
+from worker.tasks import cancel_and_wait
 
 KEY = keys.METRICS
 FLUSH_DELAY = 0.05  # seconds to gather increments before one pipelined write
@@ -141,9 +142,7 @@ class Recorder:
     async def stop(self) -> None:
         """Stop the background task and flush what is left (errors ignored: the process is ending)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         with contextlib.suppress(RedisError, OSError):
             await self.flush()

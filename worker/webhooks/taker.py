@@ -17,7 +17,6 @@ that), so at worst a receiver sees an event twice under the same ``webhook-id``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
@@ -35,6 +34,7 @@ from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.payloads import dumps
 from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
 from worker.settings import Settings
+from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
 from worker.webhooks.http import WebhookSender
 from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Entry, Outbox, RecordItem
@@ -194,10 +194,7 @@ class Taker:
         """Let the bursts in flight finish (at most ``timeout`` seconds; the rest stay pending)."""
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=timeout)
-        for task in list(self.tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(*self.tasks)
 
 
 def _record(raw: bytes | None) -> JobRecord | None:
