@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+SHUTDOWN_PATIENCE = 2.0  # seconds a plain SHUTDOWN may take before it is sent again with FORCE
+
 
 def server_binary() -> str:
     """Path of a Redis-compatible server binary; ``RuntimeError`` naming both options when neither exists."""
@@ -119,16 +121,21 @@ class RedisServer:
             return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Shut the server down cleanly (AOF flushed), killing it if it does not stop in time."""
+        """Shut the server down cleanly (AOF flushed), killing it if it does not stop in time. A server
+        that refuses a plain ``SHUTDOWN`` (a replica writing its first AOF after a sync says "can't exit")
+        is asked again with ``FORCE`` after ``SHUTDOWN_PATIENCE`` seconds."""
         if self.process is None or self.process.poll() is not None:
             return
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1) as sock:
-            sock.sendall(b"SHUTDOWN\r\n")
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        for command, patience in ((b"SHUTDOWN", SHUTDOWN_PATIENCE), (b"SHUTDOWN FORCE", timeout)):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1) as sock:
+                sock.sendall(command + b"\r\n")
+            try:
+                self.process.wait(patience)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        self.process.kill()
+        self.process.wait()
 
     def kill(self) -> None:
         """SIGKILL the server: no SHUTDOWN, no final AOF write (what a crash or a power cut leaves)."""

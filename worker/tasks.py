@@ -17,7 +17,9 @@ RECANCEL = 1.0  # seconds a cancelled task may take to end before it is cancelle
 
 async def cancel_and_wait(*tasks: asyncio.Task[Any]) -> None:
     """Cancel ``tasks`` and return once each has ended, whatever it ended with; a task still running
-    ``RECANCEL`` seconds after its cancellation is cancelled again (see the module)."""
+    ``RECANCEL`` seconds after its cancellation is cancelled again (see the module). For loops whose
+    cancellation needs no cleanup that takes a second, not for a job's task: a second cancellation would
+    cut short ``apply_batch``'s wait for its git work to end."""
     pending = {task for task in tasks if not task.done()}
     while pending:
         for task in pending:

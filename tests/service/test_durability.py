@@ -24,7 +24,8 @@ from redis.asyncio import Redis
 
 from tests.e2e.proxy import FreezableProxy
 from tests.service.harness import create, deployment, expect_error
-from worker.jobs.queue import cancel_queued
+from worker import keys
+from worker.jobs.queue import ClaimLost, NotDurable, cancel_queued, confirm_on_replica
 from worker.jobs.records import JobStore
 from worker.redis_server import RedisServer
 from worker.schema.edits import Batch
@@ -152,7 +153,7 @@ async def test_aof_off_is_503_saying_what_to_change(tmp_path: Path) -> None:
 async def _replicated(root: Path) -> AsyncIterator[tuple[RedisServer, RedisServer, FreezableProxy]]:
     """A primary, its replica and the proxy the replica replicates through, once the replica's first sync
     is done; all stopped at the end."""
-    primary = RedisServer(root / "primary").start()
+    primary = RedisServer(root / "primary", extra=("--repl-diskless-sync-delay", "0")).start()  # no 5 s wait
     via = FreezableProxy(primary.port)
     replica = RedisServer(root / "replica", extra=("--replicaof", "127.0.0.1", str(via.port)))
     probe = Redis.from_url(primary.url, decode_responses=True, socket_timeout=5)
@@ -172,7 +173,7 @@ async def _replicated(root: Path) -> AsyncIterator[tuple[RedisServer, RedisServe
 
 async def test_replica_durability_needs_a_replica_to_confirm(tmp_path: Path) -> None:
     """``replica``: 202 while a replica acknowledges the job; once the replica is gone, 503 (never a 202
-    that only the primary holds)."""
+    that only the primary holds), and the job it names lands once a replica is back."""
     settings = {"accept_durability": "replica", "accept_timeout_seconds": 1}
     async with (
         _replicated(tmp_path) as (primary, replica, _),
@@ -184,6 +185,8 @@ async def test_replica_durability_needs_a_replica_to_confirm(tmp_path: Path) -> 
         replica.kill()
         error = expect_error(await dep.submit(wiki, _batch("wiki/f.md")), 503, "STORAGE_UNAVAILABLE")
         assert "no replica" in error["message"]
+        replica.start()  # back (as a supervisor would start it): the kept job lands once it has the record
+        assert (await dep.wait(error["message"].split()[1]))["status"] == "succeeded"
 
 
 def _trailers(repo: Path) -> list[str]:
@@ -198,25 +201,55 @@ async def test_a_job_no_replica_has_is_not_landed_until_one_does(tmp_path: Path)
     """``replica``: a submission no replica confirms (the replication stream frozen by a proxy) is answered
     503 naming the kept job, and the worker does not put that job into git while no replica has its record
     (a failover could still take the record back, leaving a commit of a job nobody knows and a retry that
-    queues the batch again); once the stream flows, the job lands, exactly once."""
-    settings = {"accept_durability": "replica", "accept_timeout_seconds": 0.3}
+    queues the batch again). The worker waits for a replica without counting runs (more attempts than
+    ``max_job_tries`` here), and once the stream flows the job lands, exactly once, in its first run."""
+    settings = {"accept_durability": "replica", "accept_timeout_seconds": 0.3, "max_job_tries": 2}
     async with _replicated(tmp_path) as (primary, _, proxy), deployment(primary, tmp_path, **settings) as dep:
         wiki = await dep.new_wiki("unreplicated")
         proxy.freeze()
         error = expect_error(await dep.submit(wiki, _batch("wiki/u.md")), 503, "STORAGE_UNAVAILABLE")
         job_id = error["message"].split()[1]
         jobs = JobStore(dep.redis, 3600, 3600)
+        record = await jobs.get(job_id)
+        assert record is not None
+        attempts: set[str] = set()  # each confirmation attempt writes a new timestamp there
         deadline = time.monotonic() + 30
-        while (record := await jobs.get(job_id)) is not None and record.runs < 3:
-            assert record.status != "succeeded", "landed while no replica had the job"
-            assert time.monotonic() < deadline, f"the worker did not try the job: {record}"
-            await asyncio.sleep(0.05)  # polling the record for the worker's attempts: no event to wait on
-        assert record is not None and record.status != "succeeded", record
+        while len(attempts) < 4:
+            assert time.monotonic() < deadline, f"the worker tried {len(attempts)} times"
+            record = await jobs.get(job_id)
+            assert record is not None and record.status != "succeeded", "landed while no replica had it"
+            if (stamp := await dep.redis.get(keys.landing(record.partition))) is not None:
+                attempts.add(stamp)
+            await asyncio.sleep(0.05)  # polling the worker's attempts: no event to wait on
+        record = await jobs.get(job_id)
+        assert record is not None and (record.status, record.runs) == ("running", 1), record
         assert job_id not in _trailers(dep.repo(wiki))
         proxy.thaw()
         job = await dep.wait(job_id)
         assert job["status"] == "succeeded", job
         assert _trailers(dep.repo(wiki)).count(job_id) == 1
+        record = await jobs.get(job_id)
+        assert record is not None and record.runs == 1
+
+
+async def test_confirming_a_claim_checks_its_records_where_it_waits(tmp_path: Path) -> None:
+    """``confirm_on_replica`` returns once a replica has the claimed records; ``ClaimLost`` when the
+    server it waits on holds other bytes for them (a node promoted since the claim); ``NotDurable`` when
+    no replica confirms in time."""
+    async with _replicated(tmp_path) as (primary, _, proxy):
+        redis = Redis.from_url(primary.url, socket_timeout=5)
+        try:
+            await redis.set(keys.job("01CLAIMED"), b'{"claimed":1}')
+            await confirm_on_replica(redis, 0, 1.0, [("01CLAIMED", b'{"claimed":1}')])
+            with pytest.raises(ClaimLost):
+                await confirm_on_replica(redis, 0, 1.0, [("01CLAIMED", b'{"claimed":2}')])
+            with pytest.raises(ClaimLost):
+                await confirm_on_replica(redis, 0, 1.0, [("01NEVERSTORED", b"{}")])
+            proxy.freeze()
+            with pytest.raises(NotDurable):
+                await confirm_on_replica(redis, 0, 0.2, [("01CLAIMED", b'{"claimed":1}')])
+        finally:
+            await redis.aclose()
 
 
 async def test_redis_away_is_503_not_a_trace(tmp_path: Path) -> None:

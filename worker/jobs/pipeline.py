@@ -41,7 +41,7 @@ from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle
 from worker.jobs.leases import Lease
-from worker.jobs.queue import queue_name
+from worker.jobs.queue import NotDurable, queue_name
 from worker.jobs.records import JobRecord, JobStore
 from worker.jobs.results import error_info, job_result
 from worker.jobs.targets import Fail, Landed, Target, pause
@@ -49,6 +49,7 @@ from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Batch, Limits
 
 log = logging.getLogger("wikiq.worker")
+Confirm = Callable[[list[tuple[str, bytes]]], Awaitable[None]]  # ``confirm_on_replica`` for a partition
 GROUP_BYTES = 8 * 1024 * 1024  # followers are taken while their batches hold less than this in all
 
 
@@ -275,22 +276,23 @@ async def run(
     key: bytes | None,
     lease: Lease | None,
     stop: asyncio.Event,
-    confirm: Callable[[], Awaitable[None]] | None = None,
+    confirm: Confirm | None = None,
 ) -> list[Decided]:
     """Land ``head`` and the batches claimed behind it on ``target`` (see the module): every member's
     outcome, in order; empty when ``stop`` was set while waiting, every member given back (``queued``
     again, at its place: the head's arq entry is still queued, and each looks for its own commit first
-    when it runs again). ``confirm``, when given, is awaited once the members are claimed and before
-    anything lands (a replica-durable deployment's ``confirm_on_replica``: its ``NotDurable`` is raised
-    with nothing landed). Unexpected errors are raised, the followers given back."""
+    when it runs again). With ``confirm`` (a replica-durable deployment), nothing lands before it has
+    confirmed the claimed records (``_confirmed``). Unexpected errors are raised, the followers given
+    back."""
     if not await target.ready(stop):
         await _give_back(jobs, [head], lease)
         return []
     members = [head]
     try:
         members += await claim(jobs, head.record, target.takes_along(head.record), lease, target.alone)
-        if confirm is not None:
-            await confirm()
+        if confirm is not None and not await _confirmed(confirm, members, lease, stop):
+            await _give_back(jobs, members, lease)
+            return []
         ended = await _rounds(target, members, limits, key, lease, stop)
     except BaseException:
         with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later
@@ -303,6 +305,29 @@ async def run(
         with contextlib.suppress(RedisError, OSError, Fenced):
             await release(jobs, ended.left_out, lease)
     return ended.decided
+
+
+async def _confirmed(
+    confirm: Confirm, members: list[Member], lease: Lease | None, stop: asyncio.Event
+) -> bool:
+    """Wait until ``confirm`` has a replica confirm the members' records (True), or ``stop`` is set (False).
+    A replica away is waited out here, with the partition held (nothing of it could land anyway), so the
+    wait counts no run against ``max_job_tries``; ``ClaimLost`` (Redis failed over since the claim) is
+    raised: the job runs again on the Redis as it is."""
+    claimed = [(m.job_id, m.stored) for m in members if m.stored is not None]
+    delay = 0.05
+    while True:
+        if lease is not None:
+            lease.check()  # a run whose lease is lost stops waiting
+        try:
+            await confirm(claimed)
+            return True
+        except NotDurable as exc:
+            if delay == 0.05:
+                log.warning("job %s: %s; waiting for a replica before landing", members[0].job_id, exc)
+        if await pause(stop, delay):
+            return False
+        delay = min(delay * 2, 1.0)
 
 
 async def _rounds(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -376,24 +376,41 @@ async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout
     _check_durability(replies[2:], durability, timeout_s)
 
 
-async def confirm_on_replica(redis: Redis, partition: int, timeout_s: float) -> None:
-    """Return once a replica of Redis holds everything this process read and wrote before the call;
-    ``NotDurable`` if none confirms within ``timeout_s``.
+class ClaimLost(Exception):
+    """The records a worker claimed are not what this Redis holds: it failed over to a node that never had
+    the claim. Nothing may land; the job runs again on the Redis as it is."""
+
+
+async def confirm_on_replica(
+    redis: Redis, partition: int, timeout_s: float, claimed: Sequence[tuple[str, bytes]]
+) -> None:
+    """Return once a replica of Redis holds the records of ``claimed`` (job id, the bytes its claim stored)
+    and everything else this process read and wrote before the call. ``NotDurable`` if no replica confirms
+    within ``timeout_s`` (or Redis refuses, e.g. a demoted primary's ``READONLY``); ``ClaimLost`` if the
+    records are not those bytes.
 
     A worker of a ``replica`` deployment calls it before it lands the jobs it claimed: a job answered 503
     (stored and queued, not confirmed) is then never put into git while a failover could still take its
     record back, which would leave a commit of a job nobody knows and a retry that queues the batch
-    again. As in ``ring_durably``, ``WAIT`` waits for its connection's last write: here a timestamp under
-    ``keys.landing``, written after the jobs' records were read, so past them in the replication stream.
+    again. One pipeline on one connection, so on one server: ``MGET`` finds the claimed records there
+    (not on a node promoted since the claim), then ``WAIT`` waits for that connection's last write, a
+    timestamp under ``keys.landing``: past the records in the replication stream, which is in offset
+    order, so confirming it confirms them.
     """
     async with redis.pipeline(transaction=False) as pipe:
+        if claimed:
+            pipe.mget([keys.job(job_id) for job_id, _ in claimed])
         pipe.set(keys.landing(partition), str(int(time.time() * 1000)), px=LANDING_KEPT_MS)
         pipe.execute_command("WAIT", 1, max(1, int(timeout_s * 1000)))
         replies = await pipe.execute(raise_on_error=False)
     for reply in replies:
+        if isinstance(reply, ResponseError):
+            raise NotDurable(f"Redis refused to confirm the claimed jobs: {reply}")
         if isinstance(reply, BaseException):
             raise reply
-    if int(replies[1]) < 1:
+    if claimed and list(replies[0]) != [stored for _, stored in claimed]:
+        raise ClaimLost("the claimed jobs' records changed under this worker (did Redis fail over?)")
+    if int(replies[-1]) < 1:
         raise NotDurable(f"no replica of Redis confirmed the claimed jobs within {timeout_s:g} s")
 
 

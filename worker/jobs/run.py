@@ -31,7 +31,7 @@ from worker.jobs import lifecycle, pipeline
 from worker.jobs.context import JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease
 from worker.jobs.pipeline import Decided, Member
-from worker.jobs.queue import NotDurable, confirm_on_replica
+from worker.jobs.queue import ClaimLost, confirm_on_replica
 from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
 from worker.jobs.storage import storage_fault
@@ -117,8 +117,8 @@ async def _apply(ctx: JobContext, resources: Resources, head: Member, stop: asyn
         return await pipeline.run(resources.jobs, target, head, settings.limits, key, lease, stop, confirm)
     except Fenced:
         raise
-    except NotDurable as exc:  # nothing landed: run again once a replica can confirm the jobs
-        log.warning("job %s: %s; not landed yet", record.job_id, exc.message)
+    except ClaimLost as exc:  # nothing landed: run again on the Redis as it is now
+        log.warning("job %s: %s; running it again", record.job_id, exc)
         raise await again(ctx) from exc
     except WikiqError as exc:
         if exc.code != "INTERNAL":
