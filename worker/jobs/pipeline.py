@@ -315,7 +315,7 @@ async def _confirmed(
     wait counts no run against ``max_job_tries``; ``ClaimLost`` (Redis failed over since the claim) is
     raised: the job runs again on the Redis as it is."""
     claimed = [(m.job_id, m.stored) for m in members if m.stored is not None]
-    delay = 0.05
+    delay, warned = 0.05, False
     while True:
         if lease is not None:
             lease.check()  # a run whose lease is lost stops waiting
@@ -323,8 +323,9 @@ async def _confirmed(
             await confirm(claimed)
             return True
         except NotDurable as exc:
-            if delay == 0.05:
+            if not warned:
                 log.warning("job %s: %s; waiting for a replica before landing", members[0].job_id, exc)
+                warned = True
         if await pause(stop, delay):
             return False
         delay = min(delay * 2, 1.0)
