@@ -15,7 +15,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.remotes import deployment, start_worker
 from tests.e2e.service import Service
+from tests.gitutil import git_text
+from tests.integration.remote.conftest import start_site
 
 BATCHES = 6
 QUEUED_FIRST = 3  # the paused worker's group: the first job and the followers it took along
@@ -140,6 +143,63 @@ def test_a_worker_paused_holding_main_lock_records_nothing_after_a_takeover(
             text=True,
         )
         assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    finally:
+        for process in service.workers:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGCONT)
+        service.stop()
+
+
+def test_a_worker_paused_mid_publish_keeps_the_remote_in_submission_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote-backed wiki: worker A claims a group of three and is stopped with its commits written and
+    nothing pushed (``publish.after_commit``), leaving the two followers ``running``. Worker B (its own
+    data directory) takes the partition over while three more batches wait; it must apply the followers
+    A left before anything accepted after them. A, resumed once B is done, pushes nothing and records
+    nothing: on the remote every batch is one commit, in submission order, the one its job reports."""
+    site = start_site("file", tmp_path, monkeypatch)
+    repo, remote = site.new_repo("ordered.git")
+    service = deployment(
+        tmp_path / "svc",
+        remote,
+        workers=0,
+        WIKIQ_PARTITIONS="1",
+        WIKIQ_LOG_LEVEL="info",
+        WIKIQ_LEASE_SECONDS="2",
+    )
+    try:
+        wiki = "ordered"
+        made = service.client.post("/v1/wikis", json={"id": wiki, "remote": remote.name})
+        assert made.status_code == 201, made.text
+        jobs = [service.submit(wiki, _batch(n)).json()["job_id"] for n in range(QUEUED_FIRST)]
+        a = start_worker(service, 0, WIKIQ_PAUSE_AT="publish.after_commit")
+        _wait_until("A to stop with its group written, nothing pushed", lambda: _stopped(a))
+        held = [service.client.get(f"/v1/jobs/{job_id}").json()["status"] for job_id in jobs]
+        assert held == ["running"] * QUEUED_FIRST, "A's group: the head and the followers it took along"
+        jobs += [service.submit(wiki, _batch(n)).json()["job_id"] for n in range(QUEUED_FIRST, BATCHES)]
+        start_worker(service, 1)
+        finished = [service.wait(job_id, timeout=90) for job_id in jobs]
+        assert [job["status"] for job in finished] == ["succeeded"] * BATCHES, finished
+
+        os.kill(a.pid, signal.SIGCONT)
+        said = f"job {jobs[0]}: fenced"
+        _wait_until(
+            "A's resumed run to be fenced",
+            lambda: any(line.get("event", "").startswith(said) for line in _log_lines(service)),
+        )
+        remote_log = git_text(
+            repo, "log", "--reverse", "--format=%H %(trailers:key=Wikiq-Job,valueonly)", "main"
+        )
+        ours = [line.split() for line in remote_log.splitlines() if len(line.split()) == 2]
+        assert [job for _, job in ours] == jobs, "each batch once on the remote, in submission order"
+        assert [commit for commit, _ in ours] == [job["result"]["commit"] for job in finished]
+        log_md = git_text(repo, "show", "main:log.md")
+        assert [line for line in log_md.splitlines() if line.startswith("- line")] == [
+            f"- line {n}" for n in range(BATCHES)
+        ]
+        after = [service.client.get(f"/v1/jobs/{job_id}").json() for job_id in jobs]
+        assert after == finished, "A's resumed run recorded nothing"
     finally:
         for process in service.workers:
             if process.poll() is None:
