@@ -20,6 +20,7 @@ from worker.engine import preflight
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git import refs as gitrefs
 from worker.git.packs import PACKS
+from worker.git.rollup import ROLLUP_FANOUT
 from worker.schema.edits import Create
 
 AUTHOR = Identity("Ada", "ada@example.org")
@@ -79,11 +80,11 @@ def repository(tmp_path: Path) -> tuple[GitStore, WikiRepo]:
     store = GitStore(tmp_path / "data")
     store.create("w")
     repo = store.open("w")
-    for n in range(5):  # the third rolls the first four packs up; then three small packs again
+    for n in range(ROLLUP_FANOUT - 2):  # with the first commit's pack, one short of a full tier
         head, plan = plan_for(repo, n)
         repo.commit_plan(plan, head, f"commit {n}", AUTHOR)  # type: ignore[arg-type]
     assert PACKS.wait_retired(30)
-    assert len(list(repo.packs.glob("*.pack"))) == 3  # the next commit rolls them up
+    assert len(list(repo.packs.glob("*.pack"))) == ROLLUP_FANOUT - 1  # the next commit rolls them up
     return store, repo
 
 
@@ -94,8 +95,8 @@ def test_a_commit_flushes_then_publishes_then_moves_main_then_deletes(
     renamed < refs/heads fsynced < the rolled-up packs deleted; and exactly one syncfs."""
     store, repo = repository(tmp_path)
     events.clear()
-    head, plan = plan_for(repo, 5)
-    repo.commit_plan(plan, head, "commit 5", AUTHOR)  # type: ignore[arg-type]
+    head, plan = plan_for(repo, ROLLUP_FANOUT)
+    repo.commit_plan(plan, head, "the roll-up", AUTHOR)  # type: ignore[arg-type]
     assert PACKS.wait_retired(30)
     order = [
         at(events, ("create", "tmp_pack_")),
@@ -112,7 +113,8 @@ def test_a_commit_flushes_then_publishes_then_moves_main_then_deletes(
     assert order == sorted(order), events
     assert [e for e in events if e[0] == "syncfs"] == [("syncfs",)]
     deleted = [e for e in events if e[0] == "unlink"]
-    assert len(deleted) >= 6 and all(events.index(e) > order[8] for e in deleted)  # 3 packs x (idx, pack)
+    assert len(deleted) >= 2 * (ROLLUP_FANOUT - 1)  # each rolled-up pack: its index and its pack
+    assert all(events.index(e) > order[8] for e in deleted)
     store.close()
 
 
@@ -123,8 +125,8 @@ def test_objects_without_a_ref_are_flushed_before_they_are_visible(
     lock written < syncfs < main renamed < refs/heads fsynced."""
     store, repo = repository(tmp_path)
     events.clear()
-    head, plan = plan_for(repo, 5)
-    commit = repo.write_commit(plan, head, "commit 5", AUTHOR)  # type: ignore[arg-type]
+    head, plan = plan_for(repo, ROLLUP_FANOUT)
+    commit = repo.write_commit(plan, head, "the roll-up", AUTHOR)  # type: ignore[arg-type]
     assert PACKS.wait_retired(30)
     order = [
         at(events, ("create", "tmp_pack_")),

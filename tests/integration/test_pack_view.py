@@ -19,6 +19,7 @@ from worker.git import GitStore, Identity, WikiRepo
 from worker.git import packs as packs_module
 from worker.git.maintenance import MAINTENANCE_CHECK_EVERY, REPACKER
 from worker.git.packs import PACKS, PackReader
+from worker.git.rollup import ROLLUP_FANOUT
 from worker.git.snapshot import CommitTrees, TreeCache
 from worker.schema.edits import Create
 
@@ -78,7 +79,7 @@ def test_the_writer_keeps_its_pack_list_across_commits_without_listing_the_folde
         counted = listings
         assert view(repo) == fresh_view(pack_dir), n
         listings = counted  # the fresh listing is the test's, not the writer's
-    assert rolled_up >= commits // 4  # roll-ups happened, and the view followed them
+    assert rolled_up >= commits // ROLLUP_FANOUT  # roll-ups happened, and the view followed them
     assert 1 <= listings <= commits // MAINTENANCE_CHECK_EVERY + 1, listings
     store.close()
     assert PACKS.wait_retired(30)

@@ -30,8 +30,8 @@ def commit(packs: dict[str, PackInfo], name: str, size: int) -> int:
 
 def test_tiers_bound_the_count_and_the_copying_for_every_commit_size() -> None:
     """3000 commits of 200 B to 300 KB (git's repack merging the big packs as it would): never more than
-    three small packs per tier nor MAX_PACKS in all, and each byte copied at most once per tier below
-    ROLLUP_MAX_BYTES."""
+    ROLLUP_FANOUT - 1 small packs per tier nor MAX_PACKS in all, and each byte copied at most once per
+    tier below ROLLUP_MAX_BYTES."""
     rng = random.Random(5)
     packs = {"initial": PackInfo(20 << 20, whole=False)}  # a big deltified pack, as git leaves one
     written = copied = 0
@@ -60,8 +60,9 @@ def test_the_bound_reaches_past_the_tiers_but_never_to_deltified_or_kept_packs()
 
 
 def test_a_lone_commit_absorbs_nothing() -> None:
-    """Below ROLLUP_FANOUT packs in its tier, a commit's pack stands alone."""
-    packs = {"a": PackInfo(1000, whole=True), "b": PackInfo(1200, whole=True)}
+    """Below ROLLUP_FANOUT packs in its tier, a commit's pack stands alone; the one that fills the tier
+    absorbs the others."""
+    packs = {f"p{n}": PackInfo(1000 + n, whole=True) for n in range(ROLLUP_FANOUT - 2)}
     assert choose(packs, set(), 900) == []
-    packs["c"] = PackInfo(800, whole=True)
-    assert sorted(choose(packs, set(), 900)) == ["a", "b", "c"]
+    packs["last"] = PackInfo(800, whole=True)
+    assert sorted(choose(packs, set(), 900)) == sorted(packs)
