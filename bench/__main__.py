@@ -21,7 +21,17 @@ from rich.console import Console
 
 from bench import engine, queue, reads, refactor, remote, search, soak
 from bench.engine import file_create_ms
-from bench.report import WORKDIR, Context, Row, Section, make_scratch, remove_scratch, table, write_json
+from bench.report import (
+    WORKDIR,
+    Context,
+    Row,
+    Section,
+    make_scratch,
+    remove_scratch,
+    spread,
+    table,
+    write_json,
+)
 
 SECTIONS: list[Section] = [
     Section("engine", "Batch engine: preflight + git store commits", engine.section),
@@ -77,6 +87,7 @@ def run(sections: list[Section], quick: bool, console: Console, root: Path = WOR
         for section in sections:
             ctx = Context(quick=quick, console=console, workdir=workdir / section.name)
             ctx.workdir.mkdir()
+            spread(ctx.workdir)  # each layout's or deployment's folder in a block group of its own
             start = time.perf_counter()
             found = section.run(ctx)
             found.append(Row(f"{section.name}.runtime_s", time.perf_counter() - start, "s", "whole section"))

@@ -30,7 +30,7 @@ from pathlib import Path
 import git
 
 from bench import libgit2
-from bench.report import Context, Row
+from bench.report import Context, Row, spread
 from bench.wikis import Layout, build_bare, clone_worktree
 from bench.workload import Workload
 from worker.engine import preflight
@@ -432,6 +432,8 @@ def measure_engine(
     """Build one wiki under ``data`` and time the engine on it, beside libgit2 on a copy of it when it can
     (and profile the engine when asked); (build s, run, workload, libgit2 peer)."""
     wiki = layout.name.replace("_", "-")
+    data.mkdir(parents=True, exist_ok=True)
+    spread(data)  # the engine's repository and libgit2's copy each in a block group of its own
     start = time.perf_counter()
     versions = build_bare(data, wiki, layout)
     built = time.perf_counter() - start
