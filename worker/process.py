@@ -117,11 +117,13 @@ class WorkerProcess:
             asyncio.create_task(self._webhook_loop(ctx, webhook_workers)),
         ]
         taker = None
-        if signer is not None and not settings.webhook_senders:  # first attempts: this process takes too
+        if signer is not None:  # the first attempts of the jobs this process finishes, sent as they finish
             taker = Taker(
                 settings, self.resources.jobs, self.bell_redis, http, signer, rng, taker_name("worker")
             )
-            others.append(asyncio.create_task(taker.serve(self.stopping)))
+            self.resources.first_sends = taker
+            if not settings.webhook_senders:  # and the rest of the outbox, shared with every taker
+                others.append(asyncio.create_task(taker.serve(self.stopping)))
         try:
             await self.stopping.wait()
         finally:

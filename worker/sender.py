@@ -1,9 +1,10 @@
 """A ``wikiq webhooks`` process: a taker of the webhook outbox and nothing else (``worker.webhooks.taker``),
-beside the workers and off their cores.
+beside the workers.
 
-Any number may run, sharing the outbox with each other and with the workers' own takers (which take too
-unless ``WIKIQ_WEBHOOK_SENDERS=true`` leaves first attempts to these processes). Retries and the attempts
-of earlier versions are arq jobs the workers run (``worker.process``).
+A worker sends the first attempts of the jobs it finishes itself; these processes take the rest of the
+outbox (a redelivery's entry, what a dead worker left), any number sharing it with each other and with the
+workers' takers (which take it too unless ``WIKIQ_WEBHOOK_SENDERS=true`` leaves it to these processes).
+Retries and the attempts of earlier versions are arq jobs the workers run (``worker.process``).
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = False
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: Annotated[float, Field(gt=0, le=60)] = 15.0
-    # true: only `wikiq webhooks` processes take first attempts from the outbox (run at least one);
-    # false: every worker takes them too
+    # who takes the webhook outbox beyond a worker's own finishes (redeliveries, a dead worker's entries):
+    # true, only `wikiq webhooks` processes (run at least one); false, every worker too
     webhook_senders: bool = False
     max_edits: Annotated[int, Field(ge=1)] = 1000
     max_content_bytes: Annotated[int, Field(ge=1)] = 8 * 1024 * 1024

@@ -139,9 +139,10 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "webhook_retry_schedule": "Comma-separated seconds before each attempt; the length is the "
             "number of attempts. Each delay gets ±20 % jitter and is never shorter than a `Retry-After`.",
             "webhook_timeout": "Seconds a receiver has to answer 2xx.",
-            "webhook_senders": "`false`: every worker takes first attempts from the webhook outbox (and "
-            "`wikiq webhooks` processes, if any run, share them); `true`: only `wikiq webhooks` processes "
-            "do, off the workers' cores (run at least one: until one runs, first attempts wait).",
+            "webhook_senders": "A worker always sends the first attempts of the jobs it finishes. The rest "
+            "of the webhook outbox (a redelivery's first attempt, what a dead worker left): `false`, every "
+            "worker takes it (and `wikiq webhooks` processes, if any run, share it); `true`, only `wikiq "
+            "webhooks` processes do (run at least one: until one runs, that rest waits).",
             "redeliver_interval_seconds": "At most one manual redelivery per job per interval (`429`).",
         },
     ),

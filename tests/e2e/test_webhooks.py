@@ -252,26 +252,49 @@ def _pending(redis: Redis, partitions: int) -> dict[str, int]:
     return held
 
 
-def test_a_taker_killed_with_entries_in_hand_loses_no_webhook(tmp_path: Path, receiver: Receiver) -> None:
-    """A `wikiq webhooks` taker SIGKILLed after it took entries from the outbox and before it sent any
-    (it stops itself there, ``WIKIQ_PAUSE_AT``): what it held stays pending in the outbox's group, and the
-    taker started after it claims it once idle past the delivery timeout and sends it; every webhook
-    arrives exactly once and nothing is left pending. The workers take nothing here
-    (``WIKIQ_WEBHOOK_SENDERS=true``): the webhooks process is the only taker."""
+def test_the_worker_that_finishes_a_job_sends_its_first_attempt(tmp_path: Path, receiver: Receiver) -> None:
+    """With ``WIKIQ_WEBHOOK_SENDERS=true`` and no ``wikiq webhooks`` process, no taker reads the outbox:
+    every first attempt comes from the worker whose finish took its entry. Each webhook arrives once,
+    recorded and logged by the worker, and nothing is left pending."""
+    service = Service(tmp_path, WIKIQ_WEBHOOK_SENDERS="true", WIKIQ_LOG_LEVEL="info").start(
+        workers=1, senders=0
+    )
+    redis = Redis.from_url(service.redis.url)
+    try:
+        service.create_wiki("own")
+        jobs = [_submit(service, receiver.url("/own"), "own") for _ in range(5)]
+        receiver.wait_for(lambda: len(receiver.at("/own")) >= 5)
+        for job_id in jobs:
+            job = _job_when(service, job_id, lambda j: j["webhook"]["state"] == "delivered")
+            assert len(job["webhook"]["attempts"]) == 1
+            assert _attempts_logged(service, "worker", job_id) == 1
+        ids = sorted(d.headers["webhook-id"] for d in receiver.at("/own"))
+        assert ids == sorted(f"msg_{job_id}" for job_id in jobs)
+        assert sum(_pending(redis, 4).values()) == 0
+    finally:
+        redis.close()
+        service.stop()
+
+
+def test_a_worker_killed_with_its_webhooks_in_hand_loses_none(tmp_path: Path, receiver: Receiver) -> None:
+    """A worker SIGKILLed after its finish took its jobs' outbox entries and before it sent any (it stops
+    itself there, ``WIKIQ_PAUSE_AT``): what it held stays pending in the outbox's group under its name, a
+    ``wikiq webhooks`` taker claims it once idle past the delivery timeout and sends it; every webhook
+    arrives exactly once and nothing is left pending."""
     service = Service(
         tmp_path, WIKIQ_WEBHOOK_TIMEOUT="1", WIKIQ_WEBHOOK_SENDERS="true", WIKIQ_LOG_LEVEL="info"
-    ).start(workers=1, senders=0)
+    ).start(workers=0, senders=0)
     redis = Redis.from_url(service.redis.url)
     try:
         service.create_wiki("kill")
-        first = service.start_sender(WIKIQ_PAUSE_AT="webhooks.taken")
+        first = service.start_worker(WIKIQ_PAUSE_AT="webhooks.taken")
         jobs = [_submit(service, receiver.url("/taken"), "kill") for _ in range(3)]
-        _until(lambda: _stopped(first), "the taker to stop with entries in hand")
+        _until(lambda: _stopped(first), "the worker to stop with entries in hand")
         held = _pending(redis, 4)
-        assert sum(held.values()) >= 1 and all(name.startswith("webhooks:") for name in held), held
-        first.kill()
-        first.wait()
+        assert sum(held.values()) >= 1 and all(name.startswith("worker:") for name in held), held
+        service.kill_worker(first)
         assert receiver.at("/taken") == []  # taken, never sent
+        service.start_worker()  # the jobs the killed worker had not finished yet
         service.start_sender()
         receiver.wait_for(lambda: len(receiver.at("/taken")) >= 3)
         for job_id in jobs:
@@ -280,7 +303,6 @@ def test_a_taker_killed_with_entries_in_hand_loses_no_webhook(tmp_path: Path, re
         ids = sorted(d.headers["webhook-id"] for d in receiver.at("/taken"))
         assert ids == sorted(f"msg_{job_id}" for job_id in jobs)  # each exactly once
         assert sum(_pending(redis, 4).values()) == 0
-        assert _logged_attempts(service, "worker", jobs[0]) == 0
     finally:
         redis.close()
         service.stop()

@@ -97,7 +97,7 @@ async def test_a_stale_epoch_records_nothing_and_takes_nothing_off_the_queue(
     assert await redis.get(jobs.key(record.job_id)) == stored  # not a byte changed
     assert await redis.zscore(queue_name(PARTITION), record.job_id) is not None  # still queued
 
-    assert await jobs.finish_many([item], new) == [True]
+    assert await jobs.finish_many([item], new) == ([True], [])
     after = await jobs.get(record.job_id)
     assert after is not None and after.status == "succeeded"
     assert await redis.zscore(queue_name(PARTITION), record.job_id) is None

@@ -2,11 +2,12 @@
 
 ``finish`` records every member's outcome in one script (``JobStore.finish_many``: each record only while it
 still holds the bytes its run stored; followers leave arq's queue; each webhook goes to its partition's
-outbox, in the same script), and each member whose record changed meanwhile one by one, only while its run is
-the job's latest. Every write is fenced by the run's lease: a run whose lease is known lost, or of an older
-epoch than the partition's, records nothing (``Fenced``). Redis being away is ridden out for
-``RECORD_PATIENCE`` seconds (the commits are durable already); then the job runs again (``Retry``) and finds
-its commits.
+outbox, in the same script, which also takes the new entries for this process's taker: ``first_sends``
+sends those attempts before the worker goes on), and each member whose record changed meanwhile one by
+one, only while its run is the job's latest. Every write is fenced by the run's lease: a run whose lease
+is known lost, or of an older epoch than the partition's, records nothing (``Fenced``). Redis being away
+is ridden out for ``RECORD_PATIENCE`` seconds (the commits are durable already); then the job runs again
+(``Retry``) and finds its commits.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided
 from worker.jobs.queue import queue_name
-from worker.jobs.records import Finishing, JobRecord, JobStore
+from worker.jobs.records import Finishing, JobRecord, JobStore, Taken
 from worker.jobs.resources import Resources
 from worker.schema.answers import ErrorInfo, JobResult
 
@@ -58,25 +59,33 @@ async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided])
                 queue = queue_name(member.record.partition)
                 item = Finishing(member.record, member.stored, finished, queue, member.follower)
                 batched.append((outcome, item))
-    done = await _finish_many(ctx, resources, [item for _, item in batched]) if batched else []
+    done, taken = await _finish_many(ctx, resources, [item for _, item in batched])
+    stored = [(outcome, item) for (outcome, item), flag in zip(batched, done, strict=True) if flag]
+    if taken and resources.first_sends is not None:  # the webhooks these finishes owe: sent first
+        await resources.first_sends.finished([(item.record, item.body) for _, item in stored], taken)
     recorded = set()
-    for (outcome, item), flag in zip(batched, done, strict=True):
-        if flag:
-            recorded.add(outcome.job_id)
-            telemetry.job_finished(item.record)
+    for outcome, item in stored:
+        recorded.add(outcome.job_id)
+        telemetry.job_finished(item.record)
     for outcome in outcomes:
         if outcome.job_id not in recorded:  # its record changed since: read it again, if still this run's
             run = outcome.member.record.runs
             await finish_job(ctx, resources, outcome.job_id, outcome.result, outcome.error, run)
 
 
-async def _finish_many(ctx: JobContext, resources: Resources, items: list[Finishing]) -> list[bool]:
-    """``JobStore.finish_many``, riding out a short Redis restart like ``_record``."""
+async def _finish_many(
+    ctx: JobContext, resources: Resources, items: list[Finishing]
+) -> tuple[list[bool], list[Taken]]:
+    """``JobStore.finish_many`` (taking the outbox entries for this process's taker, if it has one),
+    riding out a short Redis restart like ``_record``."""
+    if not items:
+        return [], []
+    taker = "" if resources.first_sends is None else resources.first_sends.name
     delay = 0.05
     deadline = time.monotonic() + RECORD_PATIENCE
     while time.monotonic() < deadline:
         try:
-            return await resources.jobs.finish_many(items, live_lease(ctx))
+            return await resources.jobs.finish_many(items, live_lease(ctx), taker)
         except (RedisConnectionError, RedisTimeoutError, OSError):
             await asyncio.sleep(delay)  # waiting for Redis to come back, not for another task
             delay = min(delay * 2, 1.0)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
@@ -194,11 +194,35 @@ class JobRecord(BaseModel):
 # ``worker.webhooks`` takes from there. A partition's outbox keeps about ``OUTBOX_CAP`` entries at most:
 # past that, the oldest are dropped (their webhooks stay pending until redelivered; see docs/webhooks.md).
 OUTBOX_CAP = 10_000
+OUTBOX_TAKE = 64  # entries a finish takes at most for its own taker (a group is 32 jobs at most)
 HAND_OVER = """
 local function hand_over(outbox, cap, job_id, round)
   redis.call('XADD', outbox, 'MAXLEN', '~', cap, '*', 'job', job_id, 'round', round)
 end
 """
+
+
+class Taken(NamedTuple):
+    """An outbox entry a finish took for its own process's taker (``JobStore.finish_many``): its id in the
+    partition's stream, and the job and webhook round it asks an attempt for ('' and -1: not an entry
+    wikiq wrote)."""
+
+    entry_id: bytes
+    job_id: str
+    round: int
+
+
+def _taken(found: Any) -> list[Taken]:
+    """The entries of a script's ``XREADGROUP`` answer (``{{stream, {{id, {field, value, ...}}, ...}}}``)."""
+    out = []
+    for _, entries in found or ():
+        for entry_id, flat in entries:
+            fields = dict(zip(flat[::2], flat[1::2], strict=False)) if flat else {}
+            try:
+                out.append(Taken(entry_id, fields[b"job"].decode(), int(fields[b"round"])))
+            except (KeyError, ValueError, UnicodeDecodeError):
+                out.append(Taken(entry_id, "", -1))
+    return out
 
 
 def hand_over_round(before: JobRecord, after: JobRecord) -> str:
@@ -315,8 +339,10 @@ class FinishItem(Call):
 @dataclass
 class FinishMany(Call):
     """Finish running jobs of one partition (``JobStore.finish_many``): per job, 1 finished or 0 changed
-    meanwhile; -1 (nothing done) when the run is fenced. A finished job with a webhook adds one entry to
-    the partition's ``outbox`` (kept to about ``outbox_cap`` entries)."""
+    meanwhile, and the outbox entries taken; -1 (nothing done) when the run is fenced. A finished job with
+    a webhook adds one entry to the partition's ``outbox`` (kept to about ``outbox_cap`` entries); with a
+    ``taker`` ('' none), the partition's new entries (``take`` at most) are then read for that consumer of
+    the takers' ``group``, so they are its to send and no other taker's."""
 
     item_class = FinishItem
     queue: str = key()
@@ -325,6 +351,9 @@ class FinishMany(Call):
     channel: str = arg()
     outbox_cap: int = arg()
     epoch: str = arg()
+    taker: str = arg()
+    group: str = arg()
+    take: int = arg()
     jobs: list[FinishItem] = items()
 
 
@@ -334,6 +363,7 @@ FINISH_MANY = Script(
     body="""
 if fenced(K.epoch_key, A.epoch) then return -1 end
 local done = {}
+local handed = false
 for i = 1, N do
   local key, arg = item(i)
   if redis.call('GET', key.record) == arg.expected then
@@ -350,13 +380,21 @@ for i = 1, N do
       redis.call('ZREM', K.queue, arg.job_id)
       redis.call('DEL', key.arq_entry, key.arq_retry, key.arq_in_progress)
     end
-    if arg.hook_round ~= '' then hand_over(K.outbox, A.outbox_cap, arg.job_id, arg.hook_round) end
+    if arg.hook_round ~= '' then
+      hand_over(K.outbox, A.outbox_cap, arg.job_id, arg.hook_round)
+      handed = true
+    end
     done[#done + 1] = 1
   else
     done[#done + 1] = 0
   end
 end
-return done
+local taken = {}
+if handed and A.taker ~= '' then
+  redis.pcall('XGROUP', 'CREATE', K.outbox, A.group, '0', 'MKSTREAM')  -- BUSYGROUP when it exists
+  taken = redis.call('XREADGROUP', 'GROUP', A.group, A.taker, 'COUNT', A.take, 'STREAMS', K.outbox, '>')
+end
+return {done, taken}
 """,
 )
 
@@ -655,16 +693,19 @@ class JobStore:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing stored")
         return stored
 
-    async def finish_many(self, items: Sequence[Finishing], lease: Lease | None = None) -> list[bool]:
+    async def finish_many(
+        self, items: Sequence[Finishing], lease: Lease | None = None, taker: str = ""
+    ) -> tuple[list[bool], list[Taken]]:
         """Finish several running jobs of one partition in one atomic script (one round trip), each only if
         its record still holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body
         dropped, queued bytes given back, announced on ``wikiq:events``, its webhook handed to the
         partition's outbox), and with it, for a job taken along by a group commit (``dequeue``), its arq
         entry out of its queue. Whether each was finished (a record that changed meanwhile is not: finish it
-        with ``update``). With ``lease``, raises ``Fenced`` and does nothing at all once the partition's
-        lease epoch is newer than its."""
+        with ``update``), and, with ``taker`` (an outbox consumer name), the partition's new outbox entries
+        taken for it: the webhooks these finishes owe, for that taker to send. With ``lease``, raises
+        ``Fenced`` and does nothing at all once the partition's lease epoch is newer than its."""
         if not items:
-            return []
+            return [], []
         partition = items[0].record.partition
         epoch_key, epoch = fence_of(lease, partition)
         call = FinishMany(
@@ -674,6 +715,9 @@ class JobStore:
             channel=EVENTS,
             outbox_cap=OUTBOX_CAP,
             epoch=epoch,
+            taker=taker,
+            group=keys.OUTBOX_GROUP,
+            take=OUTBOX_TAKE,
         )
         for item in items:
             record = item.record
@@ -698,14 +742,15 @@ class JobStore:
                     hook_round=hand_over_round(item.before, record),
                 )
             )
-        done = await FINISH_MANY.run(self.redis, call)
-        if done == -1:
+        reply = await FINISH_MANY.run(self.redis, call)
+        if reply == -1:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing finished")
+        done, found = reply
         finished = [bool(flag) for flag in done]
         await self.keep(
             [(item.record, len(item.body)) for item, ok in zip(items, finished, strict=True) if ok]
         )
-        return finished
+        return finished, _taken(found)
 
     async def wiki_jobs(self, wiki: str, limit: int, status: str | None = None) -> list[JobRecord]:
         """A wiki's recent jobs, newest first, optionally only those with ``status``."""

@@ -8,15 +8,27 @@ test deployment builds its worker's the same way (``tests.service.harness``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from arq.connections import ArqRedis
 
 from worker.git import GitStore
 from worker.jobs.proofs import CommitKey
-from worker.jobs.records import JobStore
+from worker.jobs.records import JobRecord, JobStore, Taken
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.settings import Settings
+
+
+class FirstSends(Protocol):
+    """What sends the first webhook attempts of the jobs a process finishes (``worker.webhooks.taker``):
+    its finishes take their outbox entries for consumer ``name`` and hand them over at once."""
+
+    name: str
+
+    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[Taken]) -> None:
+        """Send the attempts ``taken`` asks for; ``records`` are the jobs just finished, with the exact
+        bytes stored for each."""
 
 
 @dataclass
@@ -25,7 +37,8 @@ class Resources:
 
     ``waiters`` are the long-poll wake-ups (listening only in an API process); ``last_push`` remembers, per
     remote name, when this process last pushed there (``time.monotonic()``; pushes to one remote are spaced
-    by it, ``worker.jobs.targets``); ``commit_key`` is the key of commit proofs (``worker.jobs.proofs``).
+    by it, ``worker.jobs.targets``); ``commit_key`` is the key of commit proofs (``worker.jobs.proofs``);
+    ``first_sends`` sends the first webhook attempts of the jobs this process finishes (a worker's taker).
     """
 
     settings: Settings
@@ -36,3 +49,4 @@ class Resources:
     waiters: Waiters = field(default_factory=Waiters)
     last_push: dict[str, float] = field(default_factory=dict)
     commit_key: CommitKey = field(default_factory=CommitKey)
+    first_sends: FirstSends | None = None

@@ -1,7 +1,8 @@
 """The webhook outbox: one Redis stream per partition (``keys.outbox``), read by a consumer group.
 
 A finish (and a redelivery) appends one entry, ``job`` and ``round``, in the same script that stores the
-record (``worker.jobs.records``: ``hand_over``); that is all the job side knows of webhooks. Takers
+record (``worker.jobs.records``: ``hand_over``), and a worker's finish takes the new entries for that
+worker's taker in the same script (its consumer name is all the job side knows of webhooks). Other takers
 (``worker.webhooks.taker``) read new entries with ``XREADGROUP`` (each entry goes to one taker), and an entry
 stays pending in the group until the taker that sent its attempt recorded it, acknowledged it and deleted it
 (``RECORD``), in one script. A taker that dies with entries in hand leaves them pending: any taker claims

@@ -1,17 +1,24 @@
-"""The one sender of first webhook attempts: a taker reads the outbox (``worker.webhooks.outbox``), POSTs,
-and records what happened.
+"""The one sender of first webhook attempts: a taker gets entries of the outbox (``worker.webhooks.outbox``),
+POSTs, and records what happened.
 
-A taker runs in every ``wikiq worker`` process (unless ``WIKIQ_WEBHOOK_SENDERS`` leaves first attempts
-to ``wikiq webhooks`` processes, which run nothing else: ``worker.sender``); any number share the outbox,
-each entry going to one of them. What a read returns is a burst: one ``MGET`` for the records, all of its
-POSTs at once (``IN_FLIGHT`` at most per process), then one script records every attempt on its job
-(compared against the exact bytes read), acknowledges and deletes its entry and queues the next attempt on
-arq when one is due. Retries (attempt 1 on) are arq jobs on the ``wikiq:webhooks`` queue that the workers
-run (``worker.webhooks.deliver``).
+Every ``wikiq worker`` process has a taker, and entries reach it two ways:
 
-Nothing is lost when a taker dies: what it took stays pending in the outbox's group, and every taker
-claims entries left pending longer than the delivery timeout plus ``CLAIM_MARGIN`` (checking every half of
-that), so at worst a receiver sees an event twice under the same ``webhook-id``.
+- the jobs it finishes: their finish script takes the partition's new entries for it (``finished``), and
+  it POSTs those attempts from the records in hand, every request written before the worker goes on to
+  its next job: no other process, no read of the records back;
+- the rest of the outbox (a redelivery's entry, what a dead taker left): read with ``XREADGROUP`` by the
+  takers that serve it (``serve``), every worker's unless ``WIKIQ_WEBHOOK_SENDERS`` leaves that to
+  ``wikiq webhooks`` processes, which run nothing else (``worker.sender``). Such a read is a burst: one
+  ``MGET`` for the records, then its POSTs at once.
+
+Either way (``IN_FLIGHT`` POSTs at most per process) one script then records every attempt of a burst on
+its job (compared against the exact bytes the attempt was built from), acknowledges and deletes its entry
+and queues the next attempt on arq when one is due. Retries (attempt 1 on) are arq jobs on the
+``wikiq:webhooks`` queue that the workers run (``worker.webhooks.deliver``).
+
+Nothing is lost when a taker dies: what it took stays pending in the outbox's group, and every serving
+taker claims entries left pending longer than the delivery timeout plus ``CLAIM_MARGIN`` (checking every
+half of that), so at worst a receiver sees an event twice under the same ``webhook-id``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import os
 import random
 import socket
 import time
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -32,7 +41,7 @@ from worker import faults, keys
 from worker.jobs import events as telemetry
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.payloads import dumps
-from worker.jobs.records import JobRecord, JobStore, event_body, now_ms
+from worker.jobs.records import JobRecord, JobStore, Taken, event_body, now_ms
 from worker.settings import Settings
 from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
@@ -68,6 +77,7 @@ class Taker:
         rng: random.Random,
         name: str,
     ) -> None:
+        self.name = name
         self.schedule = settings.webhook_retry_schedule
         self.idle_ms = claim_idle_ms(settings)
         self.jobs = jobs
@@ -104,16 +114,49 @@ class Taker:
     def start(self, entries: list[Entry]) -> None:
         """Send the first attempts ``entries`` ask for, in the background."""
         if entries:
-            task = asyncio.create_task(self.deliver(entries))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._background(self._deliver(entries))
 
     async def deliver(self, entries: list[Entry]) -> None:
-        """Send and record one burst (see the module); Redis failing leaves its entries pending."""
+        """Send and record one burst read from the outbox (see the module); Redis failing leaves its
+        entries pending."""
+        await self._recorded(self._deliver(entries))
+
+    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[Taken]) -> None:
+        """The finish of ``records`` (this process's jobs, each with the exact bytes stored) took the
+        partition's new outbox entries for this taker (``taken``): POST at once the attempts it owes,
+        from the records in hand, writing every request before returning; record them in the background.
+        Any other entry taken (a redelivery's) goes as a burst read from Redis."""
+        known = {record.job_id: (record, raw) for record, raw in records}
+        stream = keys.outbox(records[0][0].partition) if records else ""
+        due: list[tuple[Entry, JobRecord, bytes]] = []
+        others: list[Entry] = []
+        for entry_id, job_id, round_ in taken:
+            entry = Entry(stream, entry_id, job_id, round_)
+            record, raw = known.get(job_id, (None, b""))
+            hook = None if record is None else record.webhook
+            if record is not None and hook is not None and hook.round == round_ and hook.state == "pending":
+                due.append((entry, record, raw))
+            else:
+                others.append(entry)
+        if others:
+            self.start(others)
+        if due:
+            faults.point("webhooks.taken")
+            sends = [asyncio.ensure_future(self._send(record)) for _, record, _ in due]
+            self._background(self._record_burst(due, sends))
+            await asyncio.sleep(0)  # each send writes its request before this worker goes on
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(self._recorded(work))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _recorded(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work``; Redis failing leaves its entries pending, claimed later."""
         try:
-            await self._deliver(entries)
+            await work
         except (RedisError, OSError) as exc:
-            log.warning("webhooks: %s first attempts not recorded (%s); claimed later", len(entries), exc)
+            log.warning("webhooks: first attempts not recorded (%s); claimed later", exc)
 
     async def _deliver(self, entries: list[Entry]) -> None:
         raws = await self.redis.mget([keys.job(entry.job_id) for entry in entries])
@@ -127,10 +170,17 @@ class Taker:
             else:
                 due.append((entry, record, raw))
         await self.outbox.drop(dropped)
-        if not due:
-            return
-        faults.point("webhooks.taken")
-        outcomes = await asyncio.gather(*(self._send(record) for _, record, _ in due))
+        if due:
+            faults.point("webhooks.taken")
+            await self._record_burst(due, [asyncio.ensure_future(self._send(r)) for _, r, _ in due])
+
+    async def _record_burst(
+        self, due: list[tuple[Entry, JobRecord, bytes]], sends: Sequence[Awaitable[Outcome]]
+    ) -> None:
+        """Wait for the POSTs ``sends`` of ``due`` (entry, record, its exact bytes), then record every
+        attempt, acknowledge and delete its entry and queue the next attempt when one is due, in one
+        script."""
+        outcomes = await asyncio.gather(*sends)
         now = now_ms()
         calls = []
         for (entry, record, raw), outcome in zip(due, outcomes, strict=True):
