@@ -362,14 +362,14 @@ def section(ctx: Context) -> list[Row]:
     latency_n, per_wiki, engine_n, arq_n = (40, 15, 60, 10) if ctx.quick else (300, 250, 1000, 40)
     root = ctx.workdir / "queue"
     engine_rate = _engine_only(ctx.workdir / "engine-only", engine_n)
-    # as compose.yaml and `wikiq dev` run it: the webhook sender takes every first attempt, the worker none
-    service = Service(root, WIKIQ_PARTITIONS="16", WIKIQ_LEASE_SECONDS="5", WIKIQ_WEBHOOK_SENDERS="true")
+    # as compose.yaml and `wikiq dev` run it: the worker sends the webhooks, no sender process
+    service = Service(root, WIKIQ_PARTITIONS="16", WIKIQ_LEASE_SECONDS="5")
     workloads = {
         f"q{i}": Workload(LAYOUT, build_bare(service.data, f"q{i}", LAYOUT), seed=i) for i in range(WIKIS)
     }
     rows: list[Row] = []
     hooked_batches = ROUNDS.count("hooked") * WIKIS * (per_wiki // 2)
-    service.start(workers=1, senders=1)
+    service.start(workers=1, senders=0)
     try:
         _wait_for_owners(service, 1)
         idle = _idle_cpu(service.workers[0].pid, 5 if ctx.quick else 10)

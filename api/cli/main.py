@@ -135,15 +135,13 @@ def dev(
     data_dir: Annotated[Path | None, typer.Option(help="data directory (default ./data)")] = None,
 ) -> None:
     """Run an embedded Redis-compatible server (unless WIKIQ_REDIS_URL or WIKIQ_REDIS_SENTINELS is set),
-    one API, one worker and one webhook sender."""
+    one API and one worker (which sends the webhooks too)."""
     from worker.redis_server import RedisServer, appendfsync_for
 
     settings = _settings(data_dir=data_dir)
     data = settings.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, WIKIQ_DATA_DIR=str(data))
-    # the webhook sender below takes every first attempt, the worker none (sent sooner: see README)
-    env.setdefault("WIKIQ_WEBHOOK_SENDERS", "true")
     secret_source = "WIKIQ_WEBHOOK_SECRET"
     if settings.webhook_secret is None:
         env["WIKIQ_WEBHOOK_SECRET"] = _dev_secret(data)
@@ -168,7 +166,6 @@ def dev(
         # own sessions: Ctrl-C reaches only `wikiq dev`, which stops workers and API before Redis
         subprocess.Popen([*exe, "api", "--host", host, "--port", str(port)], env=env, start_new_session=True),
         subprocess.Popen([*exe, "worker"], env=env, start_new_session=True),
-        subprocess.Popen([*exe, "webhooks"], env=env, start_new_session=True),
     ]
     typer.echo(f"wikiq dev: API on http://{host}:{port} (docs at /docs), data in {data}; Ctrl-C stops")
     typer.echo(f"wikiq dev: webhooks are signed with {secret_source}")
