@@ -16,7 +16,7 @@ from worker.jobs.records import (
     Finishing,
     JobRecord,
     JobStore,
-    Taken,
+    OutboxEntry,
     WebhookDelivery,
     now_ms,
 )
@@ -72,7 +72,8 @@ async def test_a_finish_takes_its_webhooks_entries_for_its_taker_and_no_one_else
     done, taken = await jobs.finish_many([_finishing(*job) for job in started], taker="worker:a")
     assert done == [True, True, True]
     assert [(entry.job_id, entry.round) for entry in taken] == [("takes-0", 0), ("takes-2", 0)]
-    assert all(isinstance(entry, Taken) and entry.entry_id for entry in taken)
+    assert all(isinstance(entry, OutboxEntry) and entry.entry_id for entry in taken)
+    assert {entry.stream for entry in taken} == {keys.outbox(PARTITION)}
     pending = await redis.xpending_range(keys.outbox(PARTITION), GROUP, "-", "+", 10)
     assert [(p["message_id"], p["consumer"]) for p in pending] == [
         (entry.entry_id, b"worker:a") for entry in taken

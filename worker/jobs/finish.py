@@ -25,7 +25,7 @@ from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided
 from worker.jobs.queue import queue_name
-from worker.jobs.records import Finishing, JobRecord, JobStore, Taken
+from worker.jobs.records import Finishing, JobRecord, JobStore, OutboxEntry
 from worker.jobs.resources import Resources
 from worker.schema.answers import ErrorInfo, JobResult
 
@@ -75,7 +75,7 @@ async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided])
 
 async def _finish_many(
     ctx: JobContext, resources: Resources, items: list[Finishing]
-) -> tuple[list[bool], list[Taken]]:
+) -> tuple[list[bool], list[OutboxEntry]]:
     """``JobStore.finish_many`` (taking the outbox entries for this process's taker, if it has one),
     riding out a short Redis restart like ``_record``."""
     if not items:

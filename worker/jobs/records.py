@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
@@ -194,7 +194,7 @@ class JobRecord(BaseModel):
 # ``worker.webhooks`` takes from there. A partition's outbox keeps about ``OUTBOX_CAP`` entries at most:
 # past that, the oldest are dropped (their webhooks stay pending until redelivered; see docs/webhooks.md).
 OUTBOX_CAP = 10_000
-OUTBOX_TAKE = 64  # entries a finish takes at most for its own taker (a group is 32 jobs at most)
+OUTBOX_TAKE = 64  # entries taken at most at once from one stream (a finish's take, a taker's read or claim)
 HAND_OVER = """
 local function hand_over(outbox, cap, job_id, round)
   redis.call('XADD', outbox, 'MAXLEN', '~', cap, '*', 'job', job_id, 'round', round)
@@ -202,27 +202,34 @@ end
 """
 
 
-class Taken(NamedTuple):
-    """An outbox entry a finish took for its own process's taker (``JobStore.finish_many``): its id in the
-    partition's stream, and the job and webhook round it asks an attempt for ('' and -1: not an entry
-    wikiq wrote)."""
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One outbox entry: where it is (stream and id), and the job and webhook round it asks an attempt
+    for ('' and -1: not an entry wikiq wrote, to acknowledge and drop)."""
 
+    stream: str
     entry_id: bytes
     job_id: str
     round: int
 
+    @classmethod
+    def parse(cls, stream: bytes | str, entry_id: bytes, fields: dict[bytes, bytes]) -> OutboxEntry:
+        """The entry ``entry_id`` of ``stream`` holding ``fields``, as ``hand_over`` wrote them."""
+        name = stream.decode() if isinstance(stream, bytes) else stream
+        try:
+            return cls(name, entry_id, fields[b"job"].decode(), int(fields[b"round"]))
+        except (KeyError, ValueError, UnicodeDecodeError):
+            return cls(name, entry_id, "", -1)
 
-def _taken(found: Any) -> list[Taken]:
-    """The entries of a script's ``XREADGROUP`` answer (``{{stream, {{id, {field, value, ...}}, ...}}}``)."""
-    out = []
-    for _, entries in found or ():
-        for entry_id, flat in entries:
-            fields = dict(zip(flat[::2], flat[1::2], strict=False)) if flat else {}
-            try:
-                out.append(Taken(entry_id, fields[b"job"].decode(), int(fields[b"round"])))
-            except (KeyError, ValueError, UnicodeDecodeError):
-                out.append(Taken(entry_id, "", -1))
-    return out
+
+def _taken(found: Any) -> list[OutboxEntry]:
+    """The entries of a script's ``XREADGROUP`` answer, whose fields come as a flat list
+    (``{{stream, {{id, {field, value, ...}}, ...}}}``)."""
+    return [
+        OutboxEntry.parse(stream, entry_id, dict(zip(flat[::2], flat[1::2], strict=False)))
+        for stream, entries in found or ()
+        for entry_id, flat in entries
+    ]
 
 
 def hand_over_round(before: JobRecord, after: JobRecord) -> str:
@@ -695,7 +702,7 @@ class JobStore:
 
     async def finish_many(
         self, items: Sequence[Finishing], lease: Lease | None = None, taker: str = ""
-    ) -> tuple[list[bool], list[Taken]]:
+    ) -> tuple[list[bool], list[OutboxEntry]]:
         """Finish several running jobs of one partition in one atomic script (one round trip), each only if
         its record still holds exactly ``Finishing.stored``: the record as ``update`` would finish it (body
         dropped, queued bytes given back, announced on ``wikiq:events``, its webhook handed to the

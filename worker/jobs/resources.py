@@ -14,7 +14,7 @@ from arq.connections import ArqRedis
 
 from worker.git import GitStore
 from worker.jobs.proofs import CommitKey
-from worker.jobs.records import JobRecord, JobStore, Taken
+from worker.jobs.records import JobRecord, JobStore, OutboxEntry
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.settings import Settings
@@ -26,7 +26,7 @@ class FirstSends(Protocol):
 
     name: str
 
-    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[Taken]) -> None:
+    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[OutboxEntry]) -> None:
         """Send the attempts ``taken`` asks for; ``records`` are the jobs just finished, with the exact
         bytes stored for each."""
 

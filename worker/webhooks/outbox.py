@@ -25,22 +25,12 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from worker import keys
+from worker.jobs.records import OUTBOX_TAKE, OutboxEntry
 from worker.jobs.scripts import Call, Script, arg, items, key
 
 GROUP = keys.OUTBOX_GROUP
 CLAIM_MARGIN = 5.0  # seconds an entry stays pending past the delivery timeout before another taker claims it
-TAKE = 64  # entries read (or claimed) at most per stream at once
 WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One outbox entry: where it is (stream and id) and the webhook round it asks for."""
-
-    stream: str
-    entry_id: bytes
-    job_id: str
-    round: int
 
 
 @dataclass
@@ -97,20 +87,9 @@ return done
 )
 
 
-def _entries(stream: str, found: Any) -> list[Entry]:
-    out = []
-    for entry_id, fields in found or ():
-        if not fields:  # deleted while pending: nothing to send
-            continue
-        try:
-            out.append(Entry(stream, entry_id, fields[b"job"].decode(), int(fields[b"round"])))
-        except (KeyError, ValueError, UnicodeDecodeError):
-            out.append(Entry(stream, entry_id, "", -1))  # not an entry wikiq wrote: acknowledged, dropped
-    return out
-
-
-def _name(stream: Any) -> str:
-    return stream.decode() if isinstance(stream, bytes) else str(stream)
+def _entries(stream: Any, found: Any) -> list[OutboxEntry]:
+    """The entries of one stream in a read or claim answer; one deleted while pending has no fields."""
+    return [OutboxEntry.parse(stream, entry_id, fields) for entry_id, fields in found or () if fields]
 
 
 class Outbox:
@@ -132,30 +111,31 @@ class Outbox:
             if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
                 raise reply
 
-    async def read(self, block_ms: int) -> list[Entry]:
-        """New entries of every stream (up to ``TAKE`` each), now theirs to send; waits up to ``block_ms``
-        for the first (0: does not wait). Joins the group again if the streams were deleted meanwhile."""
+    async def read(self, block_ms: int) -> list[OutboxEntry]:
+        """New entries of every stream (up to ``OUTBOX_TAKE`` each), now theirs to send; waits up to
+        ``block_ms`` for the first (0: does not wait). Joins the group again if the streams were deleted
+        meanwhile."""
         try:
             got = await self.redis.xreadgroup(
-                GROUP, self.name, dict.fromkeys(self.streams, ">"), count=TAKE, block=block_ms or None
+                GROUP, self.name, dict.fromkeys(self.streams, ">"), count=OUTBOX_TAKE, block=block_ms or None
             )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             await self.join()
             return []
-        return [entry for stream, found in got or () for entry in _entries(_name(stream), found)]
+        return [entry for stream, found in got or () for entry in _entries(stream, found)]
 
-    async def claim(self, idle_ms: int) -> list[Entry]:
+    async def claim(self, idle_ms: int) -> list[OutboxEntry]:
         """Entries another consumer took and left pending for ``idle_ms`` or longer (it died, or hangs),
         now this one's to send."""
-        out: list[Entry] = []
+        out: list[OutboxEntry] = []
         for stream in self.streams:
             start: Any = "0-0"
             while True:
                 try:
                     reply = await self.redis.xautoclaim(
-                        stream, GROUP, self.name, idle_ms, start_id=start, count=TAKE
+                        stream, GROUP, self.name, idle_ms, start_id=start, count=OUTBOX_TAKE
                     )
                 except ResponseError as exc:
                     if "NOGROUP" not in str(exc):
@@ -168,7 +148,7 @@ class Outbox:
                     break
         return out
 
-    async def drop(self, entries: Sequence[Entry]) -> None:
+    async def drop(self, entries: Sequence[OutboxEntry]) -> None:
         """Acknowledge and delete entries that need no attempt (or were recorded some other way)."""
         if not entries:
             return

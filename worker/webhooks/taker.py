@@ -41,12 +41,12 @@ from worker import faults, keys
 from worker.jobs import events as telemetry
 from worker.jobs.arq_compat import job_entry, job_keys
 from worker.jobs.payloads import dumps
-from worker.jobs.records import JobRecord, JobStore, Taken, event_body, now_ms
+from worker.jobs.records import JobRecord, JobStore, OutboxEntry, event_body, now_ms
 from worker.settings import Settings
 from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
 from worker.webhooks.http import WebhookSender
-from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Entry, Outbox, RecordItem
+from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Outbox, RecordItem
 
 log = logging.getLogger("wikiq.webhooks")
 IN_FLIGHT = 64  # POSTs, and bursts, this process has in flight at most
@@ -111,30 +111,33 @@ class Taker:
                 log.warning("webhooks: Redis unavailable (%s)", exc)
                 await asyncio.sleep(1)  # back off while Redis is away
 
-    def start(self, entries: list[Entry]) -> None:
+    def start(self, entries: list[OutboxEntry]) -> None:
         """Send the first attempts ``entries`` ask for, in the background."""
         if entries:
             self._background(self._deliver(entries))
 
-    async def deliver(self, entries: list[Entry]) -> None:
+    async def deliver(self, entries: list[OutboxEntry]) -> None:
         """Send and record one burst read from the outbox (see the module); Redis failing leaves its
         entries pending."""
         await self._recorded(self._deliver(entries))
 
-    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[Taken]) -> None:
+    async def finished(self, records: list[tuple[JobRecord, bytes]], taken: list[OutboxEntry]) -> None:
         """The finish of ``records`` (this process's jobs, each with the exact bytes stored) took the
         partition's new outbox entries for this taker (``taken``): POST at once the attempts it owes,
         from the records in hand, writing every request before returning; record them in the background.
         Any other entry taken (a redelivery's) goes as a burst read from Redis."""
         known = {record.job_id: (record, raw) for record, raw in records}
-        stream = keys.outbox(records[0][0].partition) if records else ""
-        due: list[tuple[Entry, JobRecord, bytes]] = []
-        others: list[Entry] = []
-        for entry_id, job_id, round_ in taken:
-            entry = Entry(stream, entry_id, job_id, round_)
-            record, raw = known.get(job_id, (None, b""))
+        due: list[tuple[OutboxEntry, JobRecord, bytes]] = []
+        others: list[OutboxEntry] = []
+        for entry in taken:
+            record, raw = known.get(entry.job_id, (None, b""))
             hook = None if record is None else record.webhook
-            if record is not None and hook is not None and hook.round == round_ and hook.state == "pending":
+            if (
+                record is not None
+                and hook is not None
+                and hook.round == entry.round
+                and hook.state == "pending"
+            ):
                 due.append((entry, record, raw))
             else:
                 others.append(entry)
@@ -158,9 +161,9 @@ class Taker:
         except (RedisError, OSError) as exc:
             log.warning("webhooks: first attempts not recorded (%s); claimed later", exc)
 
-    async def _deliver(self, entries: list[Entry]) -> None:
+    async def _deliver(self, entries: list[OutboxEntry]) -> None:
         raws = await self.redis.mget([keys.job(entry.job_id) for entry in entries])
-        due: list[tuple[Entry, JobRecord, bytes]] = []
+        due: list[tuple[OutboxEntry, JobRecord, bytes]] = []
         dropped = []
         for entry, raw in zip(entries, raws, strict=True):
             record = _record(raw)
@@ -175,7 +178,7 @@ class Taker:
             await self._record_burst(due, [asyncio.ensure_future(self._send(r)) for _, r, _ in due])
 
     async def _record_burst(
-        self, due: list[tuple[Entry, JobRecord, bytes]], sends: Sequence[Awaitable[Outcome]]
+        self, due: list[tuple[OutboxEntry, JobRecord, bytes]], sends: Sequence[Awaitable[Outcome]]
     ) -> None:
         """Wait for the POSTs ``sends`` of ``due`` (entry, record, its exact bytes), then record every
         attempt, acknowledge and delete its entry and queue the next attempt when one is due, in one
@@ -223,7 +226,7 @@ class Taker:
             log.warning("webhooks: first attempt of job %s failed unexpectedly", record.job_id, exc_info=exc)
             return failed(utc_now(), f"{type(exc).__name__}: {str(exc)[:200]}")
 
-    async def _record_changed(self, entry: Entry, outcome: Outcome) -> None:
+    async def _record_changed(self, entry: OutboxEntry, outcome: Outcome) -> None:
         """Record an attempt on a job whose record changed since it was read (a redelivery began, say),
         unless another taker (which claimed the entry meanwhile) recorded it already: its entry
         acknowledged first, then the attempt as a retry would record it."""
