@@ -45,10 +45,15 @@ def _kill() -> None:
 
 def point(name: str) -> None:
     """SIGKILL this process now, with the probability ``WIKIQ_FAULTS`` gives ``name`` (none: never); or
-    SIGSTOP it, the first time, if ``WIKIQ_PAUSE_AT`` names this point."""
+    SIGSTOP it, the first time, if ``WIKIQ_PAUSE_AT`` names this point.
+
+    The stop is sent to the calling thread, which stops before it runs on (the other threads follow): a
+    stop sent to the process is taken by its main thread, and until that thread is scheduled the caller
+    runs on, on a busy machine far past the point (a worker's commits run in another thread). A SIGKILL
+    sent to the process ends every thread at once."""
     if name == _PAUSE_AT[0]:
         _PAUSE_AT[0] = ""
-        os.kill(os.getpid(), signal.SIGSTOP)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     chance = FAULTS.get(name)
     if chance and random.random() < chance:
         _kill()
