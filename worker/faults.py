@@ -13,9 +13,9 @@ renamed), ``git.published`` (the pack is visible under its real name, ``main`` n
 ``git.rollup_delete`` (same, after the in-memory bookkeeping of the new pack), ``git.unlinking`` (between
 deleting an absorbed pack's index and its pack file, in the background deleter).
 
-``WIKIQ_PAUSE_AT="name"`` makes the process SIGSTOP itself the first time it reaches point ``name`` (it
-goes on where it stopped once sent SIGCONT), so a test can pause a worker at an exact step, such as
-holding ``main.lock`` (``git.locked``), and let another take over meanwhile.
+``WIKIQ_PAUSE_AT="name"`` makes the process stop the first time it reaches point ``name`` (a SIGSTOP sent to
+the thread there; it goes on where it stopped once sent SIGCONT), so a test can pause a worker at an exact
+step, such as holding ``main.lock`` (``git.locked``), and let another take over meanwhile.
 """
 
 from __future__ import annotations
