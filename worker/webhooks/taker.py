@@ -131,22 +131,14 @@ class Taker:
         others: list[OutboxEntry] = []
         for entry in taken:
             record, raw = known.get(entry.job_id, (None, b""))
-            hook = None if record is None else record.webhook
-            if (
-                record is not None
-                and hook is not None
-                and hook.round == entry.round
-                and hook.state == "pending"
-            ):
+            if record is not None and _owes(record, entry):
                 due.append((entry, record, raw))
             else:
                 others.append(entry)
         if others:
             self.start(others)
         if due:
-            faults.point("webhooks.taken")
-            sends = [asyncio.ensure_future(self._send(record)) for _, record, _ in due]
-            self._background(self._record_burst(due, sends))
+            self._background(self._record_burst(due, self._post(due)))
             await asyncio.sleep(0)  # each send writes its request before this worker goes on
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -167,15 +159,18 @@ class Taker:
         dropped = []
         for entry, raw in zip(entries, raws, strict=True):
             record = _record(raw)
-            hook = None if record is None else record.webhook
-            if record is None or hook is None or hook.round != entry.round or hook.state != "pending":
+            if record is None or not _owes(record, entry):
                 dropped.append(entry)  # gone, redelivered since, or sent already: nothing to send
             else:
                 due.append((entry, record, raw))
         await self.outbox.drop(dropped)
         if due:
-            faults.point("webhooks.taken")
-            await self._record_burst(due, [asyncio.ensure_future(self._send(r)) for _, r, _ in due])
+            await self._record_burst(due, self._post(due))
+
+    def _post(self, due: list[tuple[OutboxEntry, JobRecord, bytes]]) -> list[asyncio.Future[Outcome]]:
+        """Start the first attempts' POSTs of ``due`` at once, after the ``webhooks.taken`` crash point."""
+        faults.point("webhooks.taken")
+        return [asyncio.ensure_future(self._send(record)) for _, record, _ in due]
 
     async def _record_burst(
         self, due: list[tuple[OutboxEntry, JobRecord, bytes]], sends: Sequence[Awaitable[Outcome]]
@@ -248,6 +243,13 @@ class Taker:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=timeout)
         await cancel_and_wait(*self.tasks)
+
+
+def _owes(record: JobRecord, entry: OutboxEntry) -> bool:
+    """True while ``record`` owes the first attempt ``entry`` asks for: its webhook of that round is still
+    pending (not redelivered since, nor sent already)."""
+    hook = record.webhook
+    return hook is not None and hook.round == entry.round and hook.state == "pending"
 
 
 def _record(raw: bytes | None) -> JobRecord | None:
