@@ -48,6 +48,7 @@ from worker.settings import Settings
 from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import deliver_webhook, signer_for
 from worker.webhooks.http import WebhookSender
+from worker.webhooks.lanes import RETRIES_EACH, RETRIES_IN_FLIGHT, Lanes
 from worker.webhooks.taker import Taker, taker_name
 
 log = logging.getLogger("wikiq.worker")
@@ -75,7 +76,7 @@ class WorkerProcess:
             queue_name=keys.WEBHOOK_QUEUE,
             redis_pool=self.redis,
             handle_signals=False,
-            max_jobs=16,
+            max_jobs=RETRIES_IN_FLIGHT,
             job_timeout=settings.webhook_timeout + 10,
             keep_result=0,
             poll_delay=0.5,
@@ -109,6 +110,7 @@ class WorkerProcess:
             "http": http,
             "signer": signer,
             "rng": rng,
+            "lanes": Lanes(RETRIES_IN_FLIGHT, RETRIES_EACH),
         }
         webhook_workers: list[Worker] = []
         leases = asyncio.create_task(self._lease_loop())

@@ -21,7 +21,7 @@ from tests.e2e.receiver import Receiver, running_receiver
 from tests.e2e.service import TEST_SECRET, Service
 from worker.keys import OUTBOX_GROUP, outbox
 
-FAST = "0,0.3,0.3,0.3,0.3"
+FAST = "0,0.3,0.3,0.3,5"  # the longest delay bounds a Retry-After: 5 s
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,8 @@ def test_slow_receiver_times_out_and_is_retried(hooks: Service, receiver: Receiv
 
 
 def test_retry_after_is_honoured(hooks: Service, receiver: Receiver) -> None:
-    """A 429 with Retry-After: 2 delays the next attempt by at least two seconds."""
+    """A 429 with Retry-After: 2 delays the next attempt by at least two seconds (within the schedule's
+    longest delay, which bounds it)."""
     receiver.script["/busy"] = [(429, {"retry-after": "2"}), (200, {})]
     job_id = _submit(hooks, receiver.url("/busy"))
     receiver.wait_for(lambda: len(receiver.at("/busy")) == 2)

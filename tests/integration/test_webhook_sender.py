@@ -1,6 +1,6 @@
 """The lean webhook sender (``worker.webhooks.http``) against real HTTP servers on loopback: answers and
 ``Retry-After``, kept-alive connections reused, a closed idle connection retried, timeouts, redirects not
-followed, refused addresses and unreachable receivers."""
+followed, refused addresses and unreachable receivers, answers whose headers pass their bounds."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.e2e.hostile_receiver import hostile_receiver
 from tests.e2e.receiver import running_receiver
 from tests.e2e.service import TEST_SECRET
 from worker.webhooks.deliver import send, signer_for
-from worker.webhooks.http import MAX_IDLE, SendError, WebhookSender
+from worker.webhooks.http import MAX_HEAD, MAX_IDLE, SendError, WebhookSender
 
 Handler = Callable[[bytes], bytes]
 
@@ -273,3 +274,28 @@ async def test_a_url_that_would_break_the_request_line_is_refused() -> None:
             with pytest.raises(SendError, match="UnsupportedProtocol"):
                 await sender.post(url, b"{}", {})
     assert seen["connections"] == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [("header-bomb", "headers are over 16384 bytes"), ("many-headers", "over 100 header fields")],
+)
+async def test_an_answer_whose_headers_never_end_is_refused_at_their_bound(mode: str, reason: str) -> None:
+    """A receiver streaming one endless header, or endless small ones: a ``SendError`` naming the bound,
+    long before the timeout, having read no more of the answer than the bound (and one read's worth)."""
+    with hostile_receiver(mode) as bad:
+        sender = WebhookSender(allow_private=True, timeout=30)
+        with pytest.raises(SendError, match=reason):
+            await sender.post(bad.url(), b"{}", {})
+        await sender.aclose()
+
+
+async def test_an_answer_within_the_head_bounds_is_read() -> None:
+    """99 headers of 150 bytes (under 16 KiB in all) are an ordinary answer."""
+    headers = b"".join(b"x-pad-%02d: %s\r\n" % (n, b"p" * 136) for n in range(99))
+    answer = b"HTTP/1.1 200 OK\r\n" + headers + b"content-length: 2\r\n\r\nok"
+    assert len(answer) < MAX_HEAD
+    async with keepalive_server(answer) as seen:
+        sender = WebhookSender(allow_private=True, timeout=5)
+        assert (await sender.post(f"http://127.0.0.1:{seen['port']}/", b"{}", {})).status == 200
+        await sender.aclose()

@@ -266,12 +266,14 @@ async def test_jitter_differs_by_seed_and_stays_within_20_percent(
 
 @pytest.mark.parametrize(
     ("retry_after", "expected"),
-    [("4000", 4000.0), ("0", None), ("soon", None)],  # None: the jittered schedule decides
+    # None: the jittered schedule decides; past the schedule's longest delay, that delay
+    [("900", 900.0), ("4000", 1800.0), ("9" * 400, 1800.0), ("0", None), ("soon", None), ("1e400", None)],
 )
 async def test_retry_after_seconds_is_honoured(
     dep: Deployment, hook: Callable[..., JobContext], retry_after: str, expected: float | None
 ) -> None:
-    """A Retry-After longer than the scheduled delay sets the delay; a shorter or unreadable one does not."""
+    """A Retry-After longer than the scheduled delay sets the delay, up to the schedule's longest; a
+    shorter or unreadable one does not."""
     job = await finished_job(dep)
     receiver = Receiver(httpx.Response(503, headers={"retry-after": retry_after}))
     assert await deliver_webhook(hook(receiver, seed=5), job["job_id"], 0, 0) == "pending"
@@ -605,3 +607,25 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
     assert all(len(h["attempts"]) == 1 for h in hooks), hooks
     assert hooks[1]["attempts"][0]["error"].startswith("InvalidWebhook: ")
     assert await queued_delay(dep, jobs[1], 0, 1) is None  # not retried: it can never be sent
+
+
+@pytest.mark.parametrize("told", ["9" * 400, "Fri, 31 Dec 9999 23:59:59 GMT"])
+async def test_a_retry_after_far_beyond_the_schedule_is_clamped_and_the_burst_recorded(
+    dep: Deployment, told: str
+) -> None:
+    """A receiver answering a ``Retry-After`` of 400 digits, or a date centuries ahead, in a burst beside
+    good receivers: every attempt of the burst is recorded and acknowledged; the hostile one's next attempt
+    is queued after the schedule's longest delay, not never, and nothing stays in the outbox."""
+    await empty_outbox(dep)
+    with running_receiver() as receiver:
+        receiver.script["/far"] = [(503, {"Retry-After": told})]
+        urls = [receiver.url("/good-0"), receiver.url("/far"), receiver.url("/good-1")]
+        jobs = [await _finished(dep, url) for url in urls]
+        assert await take_all(taker(dep)) == len(urls)  # one burst
+        assert sorted(d.path for d in receiver.deliveries) == ["/far", "/good-0", "/good-1"]
+    hooks = [await webhook_of(dep, job_id) for job_id in jobs]
+    assert [h["state"] for h in hooks] == ["delivered", "pending", "delivered"]
+    assert [[a["status"] for a in h["attempts"]] for h in hooks] == [[200], [503], [200]]
+    assert await queued_delay(dep, jobs[1], 0, 1) == pytest.approx(max(SCHEDULE), abs=0.01)
+    assert await outbox(dep) == []
+    assert (await dep.redis.xpending(keys.outbox(0), keys.OUTBOX_GROUP))["pending"] == 0

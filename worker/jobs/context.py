@@ -1,8 +1,8 @@
 """What arq job functions are handed: the process's ``Resources`` inside arq's ``ctx``.
 
 arq passes each job a plain dict; ``JobContext`` names what wikiq puts in it (``resources``, ``redis``, and
-for webhook deliveries ``http``, ``signer``, ``rng``) and what arq adds (``job_try``), so job functions read
-typed values instead of guessing keys.
+for webhook deliveries ``http``, ``signer``, ``rng``, ``lanes``) and what arq adds (``job_try``), so job
+functions read typed values instead of guessing keys.
 """
 
 from __future__ import annotations
@@ -28,3 +28,4 @@ class JobContext(TypedDict, total=False):
     http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
     signer: Webhook | None
     rng: random.Random
+    lanes: Any  # webhook deliveries only: worker.webhooks.lanes.Lanes, each principal's share of the slots

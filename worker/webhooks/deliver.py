@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterable
@@ -113,16 +114,26 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _retry_after(value: str | None, now: datetime) -> float | None:
+_SECONDS = re.compile(r"[0-9]+")
+_MOST_SECONDS = 10**9  # what a longer run of digits counts as (clamped by ``next_delay`` anyway)
+
+
+def retry_after_seconds(value: str | None, now: datetime) -> float | None:
+    """A ``Retry-After`` header's wait in seconds, counted from ``now``, or None when it is absent or not
+    one of its two forms (RFC 9110: a non-negative integer of seconds, or an HTTP date; a date in the past
+    is 0). Always finite: ``next_delay`` clamps it to the schedule."""
     if not value:
         return None
-    if value.strip().isdigit():
-        return float(value.strip())
+    value = value.strip()
+    if _SECONDS.fullmatch(value):
+        return float(int(value)) if len(value) <= 9 else float(_MOST_SECONDS)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, (when - now).total_seconds())
+    if when.tzinfo is None:  # "-0000": UTC, with no zone said
+        when = when.replace(tzinfo=UTC)
+    return min(max(0.0, (when - now).total_seconds()), float(_MOST_SECONDS))
 
 
 async def send(
@@ -161,7 +172,7 @@ async def send(
         else:
             response = await client.post(url, content=body.encode(), headers=headers)
             status, told = response.status_code, response.headers.get("retry-after")
-        retry_after = _retry_after(told, now())
+        retry_after = retry_after_seconds(told, now())
         if 300 <= status < 400:  # any 3xx (httpx's ``is_redirect``): never followed
             error = "redirect not followed"
     except (httpx.TimeoutException, TimeoutError):
@@ -192,11 +203,14 @@ def failed(at: datetime, reason: str, stop: bool = False) -> Outcome:
 def next_delay(
     schedule: tuple[float, ...], attempt: int, retry_after: float | None, rng: random.Random
 ) -> float | None:
-    """Seconds before attempt ``attempt`` (0-based), or None when the schedule is exhausted."""
+    """Seconds before attempt ``attempt`` (0-based), or None when the schedule is exhausted: the scheduled
+    delay with ±20 % jitter, or the receiver's ``retry_after`` when that is longer, but never longer than
+    the schedule's longest delay (a receiver cannot park a webhook past the schedule's bounds)."""
     if attempt >= len(schedule):
         return None
     delay = schedule[attempt] * rng.uniform(0.8, 1.2)
-    return max(delay, retry_after or 0.0)
+    told = min(retry_after or 0.0, max(schedule))
+    return max(delay, told)
 
 
 async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, delay: float) -> None:
@@ -217,7 +231,9 @@ async def deliver_webhook(ctx: JobContext, job_id: str, round_: int, attempt: in
     queued it), recorded on the job; schedules the next if needed.
 
     If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
-    so a pending delivery outlives a Redis restart.
+    so a pending delivery outlives a Redis restart. With ``lanes`` in ``ctx``, a retry of a principal that
+    has its lane's worth in flight already runs again later (within the delivery timeout) instead of
+    taking one more of arq's slots (``worker.webhooks.lanes``).
     """
     try:
         return await _attempt(ctx, job_id, round_, attempt)
@@ -238,7 +254,14 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
     if signer is None:  # the secret was removed after the job was accepted: nothing can be signed
         log.warning("webhook of job %s not sent: WIKIQ_WEBHOOK_SECRET is not set", job_id)
         return record.webhook.state
-    outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
+    lanes = ctx.get("lanes")
+    if lanes is None:
+        outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
+    else:
+        if lanes.full(record.submitter):  # its lane is taken: back on the queue, the slot left to others
+            raise Retry(defer=settings.webhook_timeout * ctx["rng"].uniform(0.5, 1.0))
+        async with lanes.slot(record.submitter):
+            outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
     delay = (
         None
         if outcome.stop

@@ -7,9 +7,13 @@ spends ~0.5 ms of CPU per such POST on this machine, more than the API spends ac
 sender spends ~0.05 ms: it writes the request with one ``write``, parses the answer with ``httptools``
 (the C parser uvicorn uses), and keeps idle connections per origin for the next attempt.
 
-The answer's body is read (so the connection can be reused) up to ``MAX_BODY`` bytes, then the connection
-is dropped. A kept-alive connection the receiver closed meanwhile is retried once on a new connection,
-only when nothing of an answer came back (as every HTTP client does).
+Every byte a receiver sends is bounded: the status line and headers together at most ``MAX_HEAD`` bytes
+and ``MAX_HEADERS`` fields (what common HTTP clients allow), the body read (so the connection can be
+reused) up to ``MAX_BODY`` bytes, then the connection is dropped, and the whole attempt by ``timeout``.
+An answer over the head's bounds is a ``SendError``: a failed attempt, retried on the schedule.
+
+A kept-alive connection the receiver closed meanwhile is retried once on a new connection, only when
+nothing of an answer came back (as every HTTP client does).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from worker.webhooks.guard import address_refused, lookup
 
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # would end or split the request line: never sent
 MAX_BODY = 64 * 1024  # bytes of an answer's body read at most (a receiver's answer is ignored)
+MAX_HEAD = 16 * 1024  # bytes of an answer's status line and headers together
+MAX_HEADERS = 100  # header fields of an answer
 MAX_IDLE = 64  # idle connections kept per origin: a burst's worth (``worker.webhooks.first.IN_FLIGHT``)
 MAX_IDLE_TOTAL = 256  # ... and over all origins
 USER_AGENT = "wikiq-webhooks/0.1"
@@ -54,6 +60,7 @@ class _Reading:
     """httptools' callbacks for one answer."""
 
     retry_after: str | None = None
+    headers: int = 0
     headers_done: bool = False
     complete: bool = False
     body: int = 0
@@ -61,6 +68,7 @@ class _Reading:
     parser: Any = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers += 1
         if name.lower() == b"retry-after":
             self.retry_after = value.decode("latin-1").strip()
 
@@ -177,20 +185,25 @@ class WebhookSender:
         """Send ``request`` and read the answer: it, and whether the connection may be used again."""
         reading = _Reading()
         parser = reading.parser = httptools.HttpResponseParser(reading)
-        got = False
+        got = 0  # bytes of the answer so far
         try:
             connection.writer.write(request)
             await connection.writer.drain()
             while not reading.complete:
-                data = await connection.reader.read(65536)
+                # never more of the head than its bound reaches the parser
+                data = await connection.reader.read(65536 if reading.headers_done else MAX_HEAD + 1 - got)
                 if not data:
                     if not got:
                         raise _Closed()
                     if not reading.headers_done:
                         raise SendError("RemoteProtocolError: the answer ended inside its headers")
                     return Answer(parser.get_status_code(), reading.retry_after), False  # body to the end
-                got = True
+                got += len(data)
                 parser.feed_data(data)
+                if reading.headers > MAX_HEADERS:
+                    raise SendError(f"RemoteProtocolError: the answer has over {MAX_HEADERS} header fields")
+                if not reading.headers_done and got > MAX_HEAD:
+                    raise SendError(f"RemoteProtocolError: the answer's headers are over {MAX_HEAD} bytes")
                 if reading.headers_done and reading.body > MAX_BODY:
                     return Answer(parser.get_status_code(), reading.retry_after), False
         except ConnectionError as exc:

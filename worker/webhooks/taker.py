@@ -11,7 +11,8 @@ Every ``wikiq worker`` process has a taker, and entries reach it two ways:
   ``wikiq webhooks`` processes, which run nothing else (``worker.sender``). Such a read is a burst: one
   ``MGET`` for the records, then its POSTs at once.
 
-Either way (``IN_FLIGHT`` POSTs at most per process) one script then records every attempt of a burst on
+Either way (``IN_FLIGHT`` POSTs at most per process, one principal's ``FIRST_EACH`` at most:
+``worker.webhooks.lanes``) one script then records every attempt of a burst (a principal's part of it) on
 its job (compared against the exact bytes the attempt was built from), acknowledges and deletes its entry
 and queues the next attempt on arq when one is due. Retries (attempt 1 on) are arq jobs on the
 ``wikiq:webhooks`` queue that the workers run (``worker.webhooks.deliver``).
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from standardwebhooks import Webhook
 
 from worker import faults, keys
@@ -46,10 +47,11 @@ from worker.settings import Settings
 from worker.tasks import cancel_and_wait
 from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
 from worker.webhooks.http import WebhookSender
+from worker.webhooks.lanes import FIRST_EACH, FIRST_IN_FLIGHT, Lanes
 from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Outbox, RecordItem
 
 log = logging.getLogger("wikiq.webhooks")
-IN_FLIGHT = 64  # POSTs, and bursts, this process has in flight at most
+IN_FLIGHT = FIRST_IN_FLIGHT  # POSTs, and bursts, this process has in flight at most
 BLOCK_MS = 1000  # the longest one read of the outbox waits for an entry
 
 
@@ -86,7 +88,7 @@ class Taker:
         self.sender = sender
         self.signer = signer
         self.rng = rng
-        self.slots = asyncio.Semaphore(IN_FLIGHT)
+        self.lanes = Lanes(IN_FLIGHT, FIRST_EACH)
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def serve(self, stopping: asyncio.Event) -> None:
@@ -138,7 +140,8 @@ class Taker:
         if others:
             self.start(others)
         if due:
-            self._background(self._record_burst(due, self._post(due)))
+            for burst in self._bursts(due):
+                self._background(burst)
             await asyncio.sleep(0)  # each send writes its request before this worker goes on
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -165,57 +168,82 @@ class Taker:
                 due.append((entry, record, raw))
         await self.outbox.drop(dropped)
         if due:
-            await self._record_burst(due, self._post(due))
+            for failure in await asyncio.gather(*self._bursts(due), return_exceptions=True):
+                if isinstance(failure, BaseException):
+                    raise failure
 
-    def _post(self, due: list[tuple[OutboxEntry, JobRecord, bytes]]) -> list[asyncio.Future[Outcome]]:
-        """Start the first attempts' POSTs of ``due`` at once, after the ``webhooks.taken`` crash point."""
+    def _bursts(self, due: list[tuple[OutboxEntry, JobRecord, bytes]]) -> list[Coroutine[Any, Any, None]]:
+        """Start the first attempts' POSTs of ``due`` at once, after the ``webhooks.taken`` crash point;
+        their recordings, one burst per principal (a principal's hanging receiver delays the recording of
+        its own attempts only)."""
         faults.point("webhooks.taken")
-        return [asyncio.ensure_future(self._send(record)) for _, record, _ in due]
+        sends = [asyncio.ensure_future(self._send(record)) for _, record, _ in due]
+        groups: dict[str, list[int]] = {}
+        for number, (_, record, _) in enumerate(due):
+            groups.setdefault(record.submitter, []).append(number)
+        return [
+            self._record_burst([due[n] for n in numbers], [sends[n] for n in numbers])
+            for numbers in groups.values()
+        ]
 
     async def _record_burst(
         self, due: list[tuple[OutboxEntry, JobRecord, bytes]], sends: Sequence[Awaitable[Outcome]]
     ) -> None:
         """Wait for the POSTs ``sends`` of ``due`` (entry, record, its exact bytes), then record every
         attempt, acknowledge and delete its entry and queue the next attempt when one is due, in one
-        script."""
+        script. Whatever one attempt brought back, the others of the burst are recorded."""
         outcomes = await asyncio.gather(*sends)
         now = now_ms()
-        calls = []
-        for (entry, record, raw), outcome in zip(due, outcomes, strict=True):
-            delay = None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
-            after = noting(entry.round, outcome, delay)(record)
-            assert after is not None
-            following = keys.attempt(entry.job_id, entry.round, 1)
-            next_entry, next_result, _, _ = job_keys(following)
-            calls.append(
-                RecordItem(
-                    record=keys.job(entry.job_id),
-                    next_entry_key=next_entry,
-                    next_result=next_result,
-                    stream=entry.stream,
-                    expected=raw,
-                    body=after.model_dump_json(exclude_defaults=True),
-                    entry_id=entry.entry_id,
-                    next_entry=""
-                    if delay is None
-                    else job_entry("deliver_webhook", (entry.job_id, entry.round, 1), now, dumps),
-                    next_id=following,
-                    next_score_ms=now + round((delay or 0) * 1000),
-                )
-            )
-        done = await self.outbox.record(calls)
+        calls = [
+            self._item(entry, record, raw, outcome, now)
+            for (entry, record, raw), outcome in zip(due, outcomes, strict=True)
+        ]
+        try:
+            done = await self.outbox.record(calls)
+        except ResponseError as exc:  # the script refused the burst: each attempt alone, as a retry would
+            log.warning("webhooks: a burst's recording was refused (%s); recording each attempt alone", exc)
+            done = [False] * len(calls)
         for (entry, record, _), outcome, flag in zip(due, outcomes, done, strict=True):
             if flag:
                 telemetry.webhook_attempt(record, entry.round, 0, outcome.attempt)
             else:
                 await self._record_changed(entry, outcome)
 
+    def _item(
+        self, entry: OutboxEntry, record: JobRecord, raw: bytes, outcome: Outcome, now: int
+    ) -> RecordItem:
+        """The recording of one first attempt (``RecordItem``); the next attempt queued ``now`` plus its
+        delay when one is due."""
+        delay = self._delay(outcome)
+        after = noting(entry.round, outcome, delay)(record)
+        assert after is not None
+        following = keys.attempt(entry.job_id, entry.round, 1)
+        next_entry, next_result, _, _ = job_keys(following)
+        return RecordItem(
+            record=keys.job(entry.job_id),
+            next_entry_key=next_entry,
+            next_result=next_result,
+            stream=entry.stream,
+            expected=raw,
+            body=after.model_dump_json(exclude_defaults=True),
+            entry_id=entry.entry_id,
+            next_entry=""
+            if delay is None
+            else job_entry("deliver_webhook", (entry.job_id, entry.round, 1), now, dumps),
+            next_id=following,
+            next_score_ms=now + round((delay or 0) * 1000),
+        )
+
+    def _delay(self, outcome: Outcome) -> float | None:
+        """Seconds before the second attempt after ``outcome`` (None: no more attempts)."""
+        return None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
+
     async def _send(self, record: JobRecord) -> Outcome:
         """One first attempt; whatever goes wrong in it is its failed outcome, never the burst's."""
         assert record.webhook is not None
         try:
             body = event_body(record)
-            async with self.slots:
+            async with self.lanes.slot(record.submitter):
                 return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
         except Exception as exc:
             log.warning("webhooks: first attempt of job %s failed unexpectedly", record.job_id, exc_info=exc)
@@ -231,7 +259,7 @@ class Taker:
             acked, _ = await pipe.execute()
         if not acked:
             return
-        delay = None if outcome.stop else next_delay(self.schedule, 1, outcome.retry_after, self.rng)
+        delay = self._delay(outcome)
         after = await self.jobs.update(entry.job_id, noting(entry.round, outcome, delay))
         telemetry.webhook_attempt(after, entry.round, 0, outcome.attempt)
         noted = after is not None and after.webhook is not None and after.webhook.round == entry.round
