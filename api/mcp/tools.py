@@ -506,8 +506,8 @@ in it; rewrite_links=true repoints links to what moved and the moved pages' rela
 - frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; nothing \
 else changes.
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
-new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename}}: \
-heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
+new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename, \
+rewrite_links?}}: heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
 Guard with expected_version or page_outline's expected_section_version (that section only).
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
 new_path (# title); links follow; leave_link=true leaves [[new_path]].

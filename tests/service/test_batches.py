@@ -619,6 +619,53 @@ async def test_failed_batch_does_not_block_the_next(dep: Deployment) -> None:
     assert parents == [ok["result"]["commit"], before]
 
 
+async def test_rename_section_with_rewrite_links_repoints_the_links_in_one_commit(dep: Deployment) -> None:
+    """rename_section with rewrite_links: true over HTTP: [[page#Old]], [[page#Old|label]], [t](page.md#old)
+    and the page's own [[#Old]] name the new heading in the one commit; code and other links stay."""
+    wiki = await dep.new_wiki("renamesec")
+    page = "# Incident response\n\n## Paging policy\n\nwho\n\nsee [[#Paging policy]]\n"
+    links = (
+        "[[incident-response#Paging policy]] [[incident-response#Paging policy|the policy]]\n"
+        "[t](incident-response.md#paging-policy) [[incident-response]]\n\n"
+        "```\n[[incident-response#Paging policy]]\n```\n"
+    )
+    v = await dep.seed(wiki, {"wiki/incident-response.md": page, "wiki/oncall.md": links})
+    before = await dep.head(wiki)
+    job = await dep.apply(
+        wiki,
+        {
+            "message": "rename a heading",
+            "edits": [
+                {
+                    "op": "rename_section",
+                    "path": "wiki/incident-response.md",
+                    "heading": "Paging policy",
+                    "new_heading": "Escalation",
+                    "rewrite_links": True,
+                    "expected_version": v["wiki/incident-response.md"],
+                }
+            ],
+        },
+    )
+    check_job(job, wiki, "succeeded")
+    files = tree_files(dep.repo(wiki), job["result"]["commit"], regular_only=True)
+    assert files["wiki/incident-response.md"] == (
+        b"# Incident response\n\n## Escalation\n\nwho\n\nsee [[#Escalation]]\n"
+    )
+    assert files["wiki/oncall.md"] == (
+        b"[[incident-response#Escalation]] [[incident-response#Escalation|the policy]]\n"
+        b"[t](incident-response.md#escalation) [[incident-response]]\n\n"
+        b"```\n[[incident-response#Paging policy]]\n```\n"
+    )
+    assert [(e["op"], e["path"], e.get("count")) for e in job["result"]["applied"]] == [
+        ("rename_section", "wiki/incident-response.md", None),
+        ("rewrite_links", "wiki/incident-response.md", 1),
+        ("rewrite_links", "wiki/oncall.md", 3),
+    ]
+    assert [c["commit"] for c in await dep.commits(wiki, 2)] == [job["result"]["commit"], before]
+    fsck(dep.repo(wiki))
+
+
 async def test_extract_section_and_retarget_links_land_as_one_commit(dep: Deployment) -> None:
     """A batch that extracts a section to a new page (leaving a link) and then retargets the links to a
     heading of another page lands as one commit: plain git sees the new page, the cut source and every

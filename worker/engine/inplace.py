@@ -7,7 +7,8 @@ names; the rest of the file is kept byte for byte.
   break, else ``\\n``) when the file is not empty and does not end with one.
 - ``frontmatter``: ``markdown.set_frontmatter`` (keys, order and comments kept; ``FRONTMATTER_INVALID``
   when the block is not a YAML mapping).
-- section ops: ``markdown.sections`` (``SECTION_NOT_FOUND``, ``SECTION_AMBIGUOUS``).
+- section ops: ``markdown.sections`` (``SECTION_NOT_FOUND``, ``SECTION_AMBIGUOUS``); ``rename_section``
+  with ``rewrite_links`` then repoints every link to the section (``relink.follow_renamed_section``).
 
 Versions: ``append`` and ``frontmatter`` take an optional ``expected_version`` (without it they apply to
 whatever the page holds, so they never conflict); a section op needs ``expected_version`` (the page) or
@@ -30,6 +31,7 @@ from worker.engine.markdown import (
     set_frontmatter,
 )
 from worker.engine.plan import NewFile
+from worker.engine.relink import follow_renamed_section
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import (
@@ -84,6 +86,8 @@ def section(work: BatchState, index: int, edit: SectionEdit) -> None:
     with section_guard(work, edit, text, index):
         new = _section_op(text, index, edit)
     work.write(index, edit.op, edit.path, new.encode("utf-8"))
+    if isinstance(edit, RenameSection) and edit.rewrite_links:
+        follow_renamed_section(work, index, edit.path, text, edit.heading)
 
 
 def check_section_versions(work: BatchState, index: int, edit: SectionEdit | ExtractSection) -> NewFile:

@@ -8,7 +8,8 @@ with ``mentions.link_needles``). Only UTF-8 ``.md`` pages are read. A page where
 in-place changes (``raw/``, create-only) is never changed: it is reported as a ``NOT_REWRITTEN`` warning
 instead. ``applied`` gets one ``{"op": "rewrite_links", "path", "version", "count"}`` entry per rewritten
 page, in path order. rename's ``rewrite_links``, delete's ``redirect_links_to``, ``retarget_links`` and
-``extract_section`` all walk the wiki through it.
+``extract_section`` and rename_section's ``rewrite_links`` (``follow_renamed_section``) all walk the wiki
+through it.
 
 ``retarget_links {from, to}``: every link that points to ``from`` is repointed to ``to``. ``from`` is a
 page (every link to it, not the same-page links inside it) or ``page#heading`` (a link to that page whose
@@ -69,6 +70,34 @@ def retarget_links(work: BatchState, index: int, edit: RetargetLinks) -> None:
         return repoint_links(page, text, aim, files, files, max_size=work.limits.max_file_bytes)
 
     rewrite_everywhere(work, index, [source], [source], rewrite, f"point to {edit.source!r}")
+
+
+def follow_renamed_section(work: BatchState, index: int, page: str, before: str, heading: str) -> None:
+    """After ``rename_section`` with ``rewrite_links``: every link that named the section in ``before``
+    (the page's text before the rename, ``heading`` its address there) names its new heading, in every
+    page, the page's own same-page links included. ``SECTION_AMBIGUOUS`` when an earlier heading of the
+    page has the new text (a link would name that one)."""
+    sections = outline(before)
+    moved = find_section(before, heading, index)
+    after = _text(work, index, page)
+    renamed = next(section for section in outline(after) if section.start == moved.start)
+    if first_named(after, renamed) != renamed:
+        raise BatchRejected(
+            "SECTION_AMBIGUOUS",
+            f"new_heading {renamed.text!r}: an earlier heading of {page!r} has the same text, so a link "
+            "would name that one; choose another heading, or leave rewrite_links out",
+            index,
+        )
+    wanted = Aim(page, renamed.text, keep=False)
+    files = work.index()
+
+    def aim(link: Link, old: str) -> Aim | None:
+        return wanted if old == page and named_section(link, sections) == moved else None
+
+    def rewrite(path: str, text: str) -> tuple[str, int]:
+        return repoint_links(path, text, aim, files, files, max_size=work.limits.max_file_bytes)
+
+    rewrite_everywhere(work, index, [page], [page], rewrite, f"point to {page}#{moved.text}")
 
 
 def first_named(text: str, section: Section) -> Section | None:

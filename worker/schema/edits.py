@@ -318,6 +318,14 @@ class RenameSection(_SectionEdit):
 
     op: Literal["rename_section"] = Field(description="The op: rename_section.")
     new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading text.")]
+    rewrite_links: Annotated[
+        bool,
+        Field(
+            description="Also repoint every link to this section ([[page#Old]], [t](page.md#old), "
+            "[[#Old]]) to the new heading, in every page but raw/, never in code. applied gets one "
+            "rewrite_links entry per rewritten page."
+        ),
+    ] = False
 
 
 class ExtractSection(_SectionEdit):
@@ -626,8 +634,9 @@ def content_size(edit: EditModel, index: int) -> int:
 
 def written_paths(edit: EditModel) -> list[str]:
     """The paths (or path prefixes) an edit may write, for write-prefix rights: a rename's both ends, a
-    replace_across's prefix, and ``""`` (anywhere) for a rename that rewrites links in every page, a
-    delete that redirects them, retarget_links and extract_section (both rewrite links everywhere)."""
+    replace_across's prefix, and ``""`` (anywhere) for a rename or rename_section that rewrites links in
+    every page, a delete that redirects them, retarget_links and extract_section (both rewrite links
+    everywhere)."""
     if isinstance(edit, RetargetLinks):
         return [""]
     if isinstance(edit, ExtractSection):
@@ -635,6 +644,8 @@ def written_paths(edit: EditModel) -> list[str]:
     if isinstance(edit, Rename):
         return [edit.path, edit.new_path, *([""] if edit.rewrite_links else [])]
     if isinstance(edit, Delete) and edit.redirect_links_to is not None:
+        return [edit.path, ""]
+    if isinstance(edit, RenameSection) and edit.rewrite_links:
         return [edit.path, ""]
     return [edit.path]
 
