@@ -2,14 +2,20 @@
 
 ``review(head, plan, policy)`` is pure: it compares the plan's result with the head.
 
-Diff (``FileDiff``): one entry per changed file, in path order, as ``difflib.unified_diff`` with three
-lines of context (``--- a/<path>`` / ``+++ b/<path>``, ``/dev/null`` for a created or deleted file; a
-moved file is diffed against the head file it came from, and a move without a content change is
-``rename from <old>`` / ``rename to <new>``). A line without a final line break is followed by
-``\\ No newline at end of file``; a file that is not UTF-8 is ``Binary files ... differ``; a side over
-``DIFF_FILE_BYTES`` is not diffed line by line. All diffs together hold at most ``DIFF_BUDGET``
-characters: the entry that crosses it is cut and marked ``truncated``, later entries have an empty diff
-and ``truncated``; so does every entry after the batch's CPU budget ran out.
+Diff (``FileDiff``): one entry per changed file, in path order, a unified diff with three lines of
+context made by git's own diff (libgit2's xdiff through pygit2, on the two buffers: no repository is
+opened), without git's ``diff --git`` and ``index`` lines and without the text git puts after a hunk's
+``@@ ... @@``: ``--- a/<path>`` / ``+++ b/<path>``, ``/dev/null`` for a created or deleted file; a moved
+file is diffed against the head file it came from, and a move without a content change is
+``rename from <old>`` / ``rename to <new>``. Lines end at ``\\n``, as git counts them; a line without a
+final line break is followed by ``\\ No newline at end of file``; a file that is not UTF-8 is
+``Binary files ... differ``; a side over ``DIFF_FILE_BYTES`` bytes or ``DIFF_FILE_LINES`` lines is not
+diffed line by line (one diff cannot be stopped halfway: these bound its worst case).
+
+Each diff is charged to the batch's budget before it runs (its two sides as bytes scanned, and the CPU
+time checked); all diffs together hold at most ``DIFF_BUDGET`` characters. The entry that crosses
+``DIFF_BUDGET`` is cut at a line and marked ``truncated``, later entries have an empty diff and
+``truncated``; so does every entry from the one the batch's budget ran out at.
 
 Warnings (``BatchWarning``), at most ``MAX_WARNINGS`` (then one ``TRUNCATED``):
 
@@ -24,9 +30,12 @@ Warnings (``BatchWarning``), at most ``MAX_WARNINGS`` (then one ``TRUNCATED``):
 
 from __future__ import annotations
 
-import difflib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+
+import pygit2
+from pygit2.enums import DiffOption
 
 from worker.engine.budget import Budget, OverBudget, active, checked, current
 from worker.engine.markdown import FileIndex, broken_links, find_links, resolve
@@ -38,6 +47,7 @@ from worker.errors import BatchRejected
 
 DIFF_BUDGET = 256 * 1024  # characters of diff a dry run answers in all
 DIFF_FILE_BYTES = 512 * 1024  # a side larger than this is not diffed line by line
+DIFF_FILE_LINES = 50_000  # nor a side of more lines than this
 MAX_WARNINGS = 500
 INDEX = "index.md"
 
@@ -131,16 +141,16 @@ def _diffs(result: _Result) -> list[FileDiff]:
         origin = plan.renamed.get(path)
         if file is None and path in moved_away:
             continue  # shown with the file it moved to
+        old_path = origin or path
         if left > 0:
             try:
                 spend.check("the diff")
+                text = file_diff(old_path, result.old(old_path), path, result.new(path))
             except OverBudget:
                 left = 0
         if left <= 0:
             out.append(FileDiff(path, "", origin, truncated=True))
             continue
-        old_path = origin or path
-        text = file_diff(old_path, result.old(old_path), path, result.new(path))
         truncated = len(text) > left
         if truncated:
             text = text[: text.rfind("\n", 0, left) + 1]
@@ -150,29 +160,48 @@ def _diffs(result: _Result) -> list[FileDiff]:
 
 
 def file_diff(old_path: str, old: bytes | None, new_path: str, new: bytes | None) -> str:
-    """The unified diff of one file (``None`` for a side where the file does not exist)."""
+    """The unified diff of one file (``None`` for a side where the file does not exist), in the form the
+    module docstring describes; ``""`` when both sides hold the same text. The two sides are charged to
+    the budget in force as bytes scanned before they are diffed: ``OverBudget`` when that is over."""
     before = f"a/{old_path}" if old is not None else "/dev/null"
     after = f"b/{new_path}" if new is not None else "/dev/null"
     if old == new and old_path != new_path:
         return f"rename from {old_path}\nrename to {new_path}\n"
+    old_data, new_data = old or b"", new or b""
     try:
-        old_text = "" if old is None else old.decode("utf-8")
-        new_text = "" if new is None else new.decode("utf-8")
+        old_data.decode("utf-8")
+        new_data.decode("utf-8")
     except UnicodeDecodeError:
         return f"Binary files {before} and {after} differ\n"
-    if len(old or b"") > DIFF_FILE_BYTES or len(new or b"") > DIFF_FILE_BYTES:
-        return (
-            f"--- {before}\n+++ {after}\n(too large to diff: {len(old or b'')} -> {len(new or b'')} bytes)\n"
-        )
-    lines = difflib.unified_diff(
-        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), before, after
+    if len(old_data) > DIFF_FILE_BYTES or len(new_data) > DIFF_FILE_BYTES:
+        return f"--- {before}\n+++ {after}\n(too large to diff: {len(old_data)} -> {len(new_data)} bytes)\n"
+    old_lines, new_lines = _lines(old_data), _lines(new_data)
+    if old_lines > DIFF_FILE_LINES or new_lines > DIFF_FILE_LINES:
+        return f"--- {before}\n+++ {after}\n(too large to diff: {old_lines} -> {new_lines} lines)\n"
+    current().scan(len(old_data) + len(new_data), f"the diff of {new_path!r}")
+    # FORCE_TEXT: git would call a side with a NUL byte binary; here every UTF-8 side is text
+    patch = pygit2.Patch.create_from(
+        old_data, new_data, "x", "x", flag=DiffOption.FORCE_TEXT, context_lines=3, interhunk_lines=0
     )
-    out = []
-    for line in lines:
-        out.append(line)
-        if not line.endswith(("\n", "\r")):
-            out.append("\n\\ No newline at end of file\n")
-    return "".join(out)
+    data = patch.data
+    first = data.find(b"\n@@ ")  # git's header lines come first; each hunk starts with @@
+    if first < 0:
+        return ""
+    # decoded once git's function lines (a line's first bytes, cut at a length) are dropped: what is left
+    # is whole lines of the two UTF-8 sides
+    hunks = _HUNK_CONTEXT.sub(rb"\1", data[first + 1 :]).decode("utf-8")
+    return f"--- {before}\n+++ {after}\n" + hunks
+
+
+# A hunk's header as git writes it, and the line git copies after it (a "function" line, which in
+# markdown is whatever line above the hunk starts with a letter): the header is kept, that line dropped.
+# Every other line of a hunk starts with " ", "+", "-" or "\\", so a line starting "@@" is a header.
+_HUNK_CONTEXT = re.compile(rb"^(@@ -[0-9]+(?:,[0-9]+)? \+[0-9]+(?:,[0-9]+)? @@).*$", re.MULTILINE)
+
+
+def _lines(data: bytes) -> int:
+    """How many lines git counts in ``data``: one per line break, and the last line if it has none."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 # -- warnings ----------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ git snapshot) and enforces, for every op module, the rules all ops share:
   path's version at the head or any version an earlier edit of the batch gave the path; ``"batch"``
   passes when an earlier edit of the batch changed the path (for an edit that drops text it read —
   ``overwrite``, ``delete``, ``replace_section``, ``remove_section`` — one that checked a version id:
-  link rewriting checks none); a path created earlier in the batch (a ``create`` or a rename
-  target) needs none;
+  link rewriting and ``replace_across`` check none, nor does an edit that gives ``"batch"``, only a
+  section's version, or (``append``, ``frontmatter``) no version; the refusal names those edits); a path
+  created earlier in the batch (a ``create`` or a rename target) needs none;
 - **zones**: an in-place change (``append``, ``frontmatter``, the section ops, ``replace_across``, a
   rewritten link) is allowed exactly where the zone policy allows ``replace``;
 - **output size**: ``put`` keeps every file under ``limits.max_file_bytes`` and all new bytes of the batch
@@ -232,11 +233,24 @@ class BatchState:
         if whole and path not in self.vouched:
             raise BatchRejected(
                 "VERSION_REQUIRED",
-                f"{path!r} was changed earlier in this batch only by link rewriting, which checks no "
-                'version, so this edit with "batch" could drop what another writer changed since you '
-                "read it: give the version you read (the head's stays accepted)",
+                f"{path!r} was changed earlier in this batch only by {self._unchecked_changes(path)}, "
+                'which checked no version id of it, so this edit with "batch" could drop what another '
+                "writer changed since you read it: give the version you read (the head's stays accepted)",
                 index,
             )
+
+    def _unchecked_changes(self, path: str) -> str:
+        """The earlier edits that changed ``path``, for a message: ``the link rewriting of edit 0
+        (rename)`` for a page a rename or delete rewrote the links of, ``edit 1 (append)`` for an op of
+        its own."""
+        ops = {entry.index: entry.op for entry in self.applied if entry.op != "rewrite_links"}
+        found: dict[int, str] = {}
+        for entry in self.applied:
+            if entry.path == path and entry.index not in found:
+                what = f"edit {entry.index} ({ops.get(entry.index, entry.op)})"
+                found[entry.index] = f"the link rewriting of {what}" if entry.op == "rewrite_links" else what
+        named = list(found.values())
+        return ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else "".join(named)
 
     def check_file_size(self, index: int, path: str, size: int) -> None:
         """``BATCH_TOO_LARGE`` when a file of ``size`` bytes would be over the per-file limit."""

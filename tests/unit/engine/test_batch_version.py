@@ -9,6 +9,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from worker.engine import DictHead, blob_id, preflight
+from worker.engine.markdown import find_section
 from worker.errors import BatchRejected
 from worker.schema.edits import Edit
 
@@ -126,3 +127,51 @@ def test_batch_is_the_only_word_a_version_takes() -> None:
                 "expected_section_version": "batch",
             }
         )
+
+
+def refusal(*edits: dict[str, Any]) -> BatchRejected:
+    """The refusal of ``edits`` on HEAD (asserting there is one)."""
+    with pytest.raises(BatchRejected) as caught:
+        run(*edits)
+    return caught.value
+
+
+def test_the_refusal_names_the_link_rewrite_that_changed_the_page() -> None:
+    """After a rename rewrote index.md, an overwrite with "batch" is refused naming that rename."""
+    found = refusal(
+        rename(), {"op": "overwrite", "path": "index.md", "content": "x\n", "expected_version": "batch"}
+    )
+    assert (found.code, found.index) == ("VERSION_REQUIRED", 1)
+    assert "only by the link rewriting of edit 0 (rename), which checked no version id" in found.message
+
+
+def test_the_refusal_names_the_unchecked_edits_not_link_rewriting() -> None:
+    """An append with no version, a frontmatter op with "batch" and a replace_across check no version id
+    of the page: the refusal names those edits, and no link rewriting, since none ran."""
+    found = refusal(
+        {"op": "append", "path": "wiki/other.md", "content": "more\n"},
+        {"op": "frontmatter", "path": "wiki/other.md", "set": {"k": "v"}, "expected_version": "batch"},
+        {"op": "replace_across", "prefix": "wiki/", "old": "kept", "new": "held"},
+        {"op": "remove_section", "path": "wiki/other.md", "heading": "Notes", "expected_version": "batch"},
+    )
+    assert (found.code, found.index) == ("VERSION_REQUIRED", 3)
+    assert "only by edit 0 (append), edit 1 (frontmatter) and edit 2 (replace_across), which" in found.message
+    assert "link rewriting" not in found.message
+
+
+def test_the_refusal_names_a_section_op_checked_by_its_section_version() -> None:
+    """A section op checked by the section's version checked no version of the page: it is named."""
+    section_version = find_section(HEAD["wiki/other.md"].decode(), "Notes").version
+    found = refusal(
+        rename(),
+        {
+            "op": "append_section",
+            "path": "wiki/other.md",
+            "heading": "Notes",
+            "content": "more\n",
+            "expected_section_version": section_version,
+        },
+        {"op": "delete", "path": "wiki/other.md", "expected_version": "batch"},
+    )
+    assert (found.code, found.index) == ("VERSION_REQUIRED", 2)
+    assert "only by edit 1 (append_section), which" in found.message
