@@ -80,8 +80,14 @@ def build(
 
 
 def job_store(settings: Settings, redis: ArqRedis) -> JobStore:
-    """The job store on ``redis``, keeping finished records as long as ``settings`` say."""
-    return JobStore(redis, settings.job_retention_seconds, settings.dry_run_retention_seconds)
+    """The job store on ``redis``, keeping finished records as long as ``settings`` say, and within each
+    principal's retained-bytes cap."""
+    return JobStore(
+        redis,
+        settings.job_retention_seconds,
+        settings.dry_run_retention_seconds,
+        settings.max_retained_bytes,
+    )
 
 
 @asynccontextmanager

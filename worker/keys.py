@@ -51,6 +51,14 @@ def kept(principal_id: str) -> tuple[str, str]:
     return f"wikiq:kept:{digest}", f"wikiq:kept-bytes:{digest}"
 
 
+def retained(principal_id: str) -> tuple[str, str, str]:
+    """A principal's finished job records Redis keeps (sorted set: job id by submission ms), what each
+    counts and how to drop it (hash: job id -> ``"<bytes> <status> <wiki> [<idempotency key>]"``), and
+    their total (string: bytes)."""
+    digest = _digest(principal_id)
+    return f"wikiq:retained:{digest}", f"wikiq:retained-jobs:{digest}", f"wikiq:retained-bytes:{digest}"
+
+
 def plan_used(job_id: str) -> str:
     """Set once the plan of dry run ``job_id`` was submitted: a plan commits once."""
     return f"wikiq:plan-used:{job_id}"
@@ -100,6 +108,11 @@ def once(what: str) -> str:
 def ui_session(session_id: str) -> str:
     """A status-page session: the SHA-256 of the token that signed in."""
     return "wikiq:ui-session:" + hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def ui_sessions_of(token_digest: str) -> str:
+    """The status-page sessions of one token (sorted set: session key by creation ms)."""
+    return "wikiq:ui-sessions:" + hashlib.sha256(token_digest.encode()).hexdigest()
 
 
 def attempt(job_id: str, round_: int, number: int) -> str:

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     max_batch_output_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     max_body_bytes: Annotated[int, Field(ge=1024)] = 12 * 1024 * 1024
     max_queued_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
+    # finished job records Redis keeps per principal: past it, its oldest are dropped (0: no cap)
+    max_retained_bytes: Annotated[int, Field(ge=0)] = 64 * 1024 * 1024
     job_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
     dry_run_retention_seconds: Annotated[int, Field(ge=60)] = 600
     redeliver_interval_seconds: Annotated[int, Field(ge=0)] = 10
@@ -73,6 +75,10 @@ class Settings(BaseSettings):
     max_job_tries: Annotated[int, Field(ge=1, le=100)] = 25
     rate_limit_submissions: Annotated[int, Field(ge=0)] = 1200
     rate_limit_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # sign-ins at /ui/login per client address and per token in each window (0: no limit)
+    ui_login_attempts: Annotated[int, Field(ge=0)] = 10
+    ui_login_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    ui_sessions_per_token: Annotated[int, Field(ge=1)] = 32
     remotes_file: Path | None = None
     remote_wait_seconds: Annotated[float, Field(ge=0)] = 600.0
     remote_push_attempts: Annotated[int, Field(ge=1, le=100)] = 8

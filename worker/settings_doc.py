@@ -70,6 +70,12 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "rate_limit_submissions": "Submissions (and webhook redeliveries) one principal may make per "
             "window; `0` turns the limit off.",
             "rate_limit_window_seconds": "The rate limit's window.",
+            "ui_login_attempts": "Sign-in attempts at `/ui/login` one client address may make per "
+            "`WIKIQ_UI_LOGIN_WINDOW_SECONDS`, and as many with one token (right or wrong); beyond, `429 "
+            "RATE_LIMITED` with `Retry-After` and no session. `0` turns the limit off.",
+            "ui_login_window_seconds": "The sign-in limit's window.",
+            "ui_sessions_per_token": "Status-page sessions one token keeps (each lives 12 hours); a new "
+            "sign-in past it ends that token's oldest session.",
             "mcp_max_concurrent": "MCP requests one principal may have in flight at `/mcp` (`429` beyond).",
             "allowed_hosts": "Host names the API answers for besides its bind address's own (a loopback "
             "bind: `localhost` and loopback addresses; `0.0.0.0`: `localhost` and any IP address): exact "
@@ -124,6 +130,10 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
         {
             "job_retention_seconds": "How long job records are kept (without their batch bodies once "
             "finished).",
+            "max_retained_bytes": "Bytes of finished job records (not dry runs) Redis keeps for one "
+            "principal, each counted as its stored size plus 512 bytes for its index entries: past it, "
+            "the principal's oldest finished records are dropped first (their jobs answer `404 "
+            "JOB_NOT_FOUND` before `WIKIQ_JOB_RETENTION_SECONDS`). `0` turns the cap off.",
             "dry_run_retention_seconds": "How long a dry run's record, with its diff, is kept; a minute "
             "more once its submitter has read it, if that is sooner.",
         },

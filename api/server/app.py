@@ -59,7 +59,8 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with bootstrap(settings, remotes=remotes, listen=True) as resources:
-            app.state.wikiq = AppState(Service(resources), auth, Sessions(resources.redis))
+            sessions = Sessions(resources.redis, settings.ui_sessions_per_token)
+            app.state.wikiq = AppState(Service(resources), auth, sessions)
             yield
 
     app = FastAPI(

@@ -1,9 +1,14 @@
-"""Finding 3 (medium): batch bodies stay in Redis only while needed; queued bytes per principal are capped."""
+"""Finding 3 (medium): batch bodies stay in Redis only while needed; queued bytes per principal are capped.
+
+Issue 36, finding 7 (medium): what finished jobs keep in Redis counts against their principal, within
+``WIKIQ_MAX_RETAINED_BYTES`` (the oldest dropped first), and a failed job keeps a bounded summary."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 import redis as redis_sync
 
@@ -134,3 +139,94 @@ def test_kept_dry_run_results_count_against_the_queued_bytes(capped: Service) ->
         assert "dry-run results" in refused.json()["error"]["message"]
         other = {**batch, "edits": [{**batch["edits"][0], "path": "wiki/team-a/k.md"}]}
         assert carol.post("/v1/wikis/sec/batches", json=other).status_code == 202
+
+
+RETAINED_CAP = 4 * MIB
+
+
+@pytest.fixture(scope="module")
+def retaining(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A deployment with a worker, the default rate limit (1 200 submissions a minute) and 4 MiB of
+    finished records kept per principal."""
+    service = deployment(
+        tmp_path_factory.mktemp("retaining"),
+        workers=1,
+        WIKIQ_RATE_LIMIT_SUBMISSIONS="1200",
+        WIKIQ_RATE_LIMIT_WINDOW_SECONDS="60",
+        WIKIQ_MAX_RETAINED_BYTES=str(RETAINED_CAP),
+    )
+    yield service
+    service.stop()
+    fsck_every_wiki(service)
+
+
+def _failing(n: int, under: str = "wiki/") -> dict[str, object]:
+    """A batch of about 86 KB that fails NOT_FOUND at its first edit: a 10 000-character message and 20
+    appends to absent pages at paths of about 4 000 bytes."""
+    segment = "s" * 240
+
+    def path(k: int) -> str:
+        return under + "/".join(f"{segment}{n:06d}{k:03d}" for _ in range(16)) + f"/p{k}.md"
+
+    return {
+        "message": "m" * 10_000,
+        "edits": [{"op": "append", "path": path(k), "content": "x"} for k in range(20)],
+    }
+
+
+def _finished(client: httpx.Client, job_id: str) -> dict[str, object]:
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}", params={"wait": 60}).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return dict(job)
+
+
+def test_finished_records_stay_within_the_principal_cap(retaining: Service) -> None:
+    """1 199 failing 86 KB jobs of one principal and a replay, its whole rate limit of a minute: Redis
+    keeps at most 4 MiB of its finished records (measured with MEMORY USAGE; INFO's used_memory grows by
+    no more than that and the allocator's rounding), the oldest dropped first, and a replay of a dropped
+    job's idempotency key still answers that job; another principal's records are untouched, and the
+    newest failed job still answers its error from a bounded record."""
+    assert len(json.dumps(_failing(0))) > 86_000
+    client = redis_sync.Redis.from_url(retaining.redis.url)
+    try:
+        with as_(retaining, "carol") as carol, as_(retaining, "dave") as dave:
+            carols = []
+            for n in range(3):
+                answer = carol.post("/v1/wikis/sec/batches", json=_failing(n, "wiki/team-a/"))
+                assert answer.status_code == 202, answer.text
+                carols.append(_finished(carol, answer.json()["job_id"])["job_id"])
+            kept_for_carol = client.mget([f"wikiq:job:{j}" for j in carols])
+            assert all(kept_for_carol)
+            used_before = int(client.info("memory")["used_memory"])
+            daves = []
+            for n in range(1199):  # and the replay below: the rate limit's 1 200 a minute
+                key = {"idempotency-key": "first"} if n == 0 else {}
+                answer = dave.post("/v1/wikis/sec/batches", json=_failing(n), headers=key)
+                assert answer.status_code == 202, answer.text
+                daves.append(answer.json()["job_id"])
+            last = _finished(dave, daves[-1])  # one wiki's jobs finish in acceptance order
+            assert last["status"] == "failed" and last["result"] is None
+            assert last["error"]["code"] == "NOT_FOUND" and last["error"]["index"] == 0
+            grown = int(client.info("memory")["used_memory"]) - used_before
+            kept = [j for j in daves if client.exists(f"wikiq:job:{j}")]
+            usage = sum(int(client.memory_usage(f"wikiq:job:{j}") or 0) for j in kept)
+            assert usage <= RETAINED_CAP, f"{usage} bytes of records kept for one principal"
+            # the cap counts stored bytes; the allocator rounds each value up by at most a quarter
+            assert grown <= RETAINED_CAP * 3 // 2, f"Redis grew by {grown} bytes"
+            assert kept == daves[-len(kept) :], "not the oldest records were dropped"
+            assert len(kept) >= 100  # each failed record keeps a bounded summary, so many fit
+            assert len(client.get(f"wikiq:job:{daves[-1]}") or b"") < 16 * 1024
+            page = dave.get(f"/ui/jobs/{daves[-1]}")  # its first edit's path, and how many more it had
+            assert page.status_code == 200 and "and 19 more edits" in page.text
+            gone = dave.get(f"/v1/jobs/{daves[0]}")
+            assert gone.status_code == 404 and gone.json()["error"]["code"] == "JOB_NOT_FOUND"
+            replay = dave.post(
+                "/v1/wikis/sec/batches", json=_failing(0), headers={"idempotency-key": "first"}
+            )
+            assert replay.status_code == 200, replay.text  # the dropped job, not a new one
+            assert replay.json()["job_id"] == daves[0] and replay.json()["status"] == "failed"
+            assert client.mget([f"wikiq:job:{j}" for j in carols]) == kept_for_carol
+            assert carol.get(f"/v1/jobs/{carols[0]}").json()["error"]["code"] == "NOT_FOUND"
+    finally:
+        client.close()

@@ -32,7 +32,7 @@ def job_accepted(redis: Any, record: JobRecord) -> None:
         job_id=record.job_id,
         wiki=record.wiki,
         partition=record.partition,
-        edit_count=len(record.summary.edits),
+        edit_count=record.summary.count,
         dry_run=record.dry_run,
         webhook=record.webhook is not None,
     )
@@ -75,7 +75,7 @@ def job_finished(record: JobRecord | None) -> None:
             "job.succeeded",
             **common,
             commit=None if result is None else result.commit,
-            edit_count=len(record.summary.edits),
+            edit_count=record.summary.count,
             applied_count=0 if result is None else len(result.applied),
             duration_ms=duration,
         )

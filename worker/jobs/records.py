@@ -1,6 +1,7 @@
 """Job records in Redis: wikiq's own record per job, its status transitions, and the wake-up channel.
 
-A record is one JSON document under ``wikiq:job:<id>`` kept for the retention time. Every change is a
+A record is one JSON document under ``wikiq:job:<id>`` kept for the retention time, or until its
+submitter's finished records pass their cap (``RETAIN``: the oldest go first). Every change is a
 compare-and-set (a Lua script checks the bytes read), so a cancel and a worker's start can never both win.
 Every change to a finished job is announced on the ``wikiq:events`` channel so long-pollers answer at once.
 
@@ -73,23 +74,41 @@ class EditSummary(BaseModel):
     new_path: str | None = None
 
 
+SUMMARY_MESSAGE_CHARS = 1000  # the first characters of a batch's message a record keeps
+SUMMARY_PATH_BYTES = 4096  # bytes of paths a record's summary lists (always at least the first edit)
+
+
 class BatchSummary(BaseModel):
-    """A batch without its content: message, dry-run flag and the edits' ops and paths."""
+    """A batch without its content, bounded: the message's first ``SUMMARY_MESSAGE_CHARS`` characters,
+    the dry-run flag, and the ops and paths of the first edits up to ``SUMMARY_PATH_BYTES`` of paths
+    (at least the first edit), ``more`` counting the edits not listed."""
 
     message: str = ""
     dry_run: bool = False
     edits: list[EditSummary] = Field(default_factory=list)
+    more: int = 0
+
+    @property
+    def count(self) -> int:
+        """How many edits the batch had, listed or not."""
+        return len(self.edits) + self.more
 
     @classmethod
     def of(cls, batch: Batch) -> BatchSummary:
         """The summary of ``batch``."""
+        edits: list[EditSummary] = []
+        size = 0
+        for edit in batch.edits:
+            new_path = edit.new_path if isinstance(edit, Rename) else None
+            size += len(edit.path.encode()) + len((new_path or "").encode())
+            if edits and size > SUMMARY_PATH_BYTES:
+                break
+            edits.append(EditSummary(op=edit.op, path=edit.path, new_path=new_path))
         return cls(
-            message=batch.message[:1000],
+            message=batch.message[:SUMMARY_MESSAGE_CHARS],
             dry_run=batch.dry_run,
-            edits=[
-                EditSummary(op=e.op, path=e.path, new_path=e.new_path if isinstance(e, Rename) else None)
-                for e in batch.edits
-            ],
+            edits=edits,
+            more=len(batch.edits) - len(edits),
         )
 
 
@@ -126,8 +145,8 @@ class JobRecord(BaseModel):
     """Everything wikiq keeps about one job; ``public()`` is the contract's job object.
 
     ``batch`` is the body as submitted, kept only while the job may still run: it is dropped when the job
-    finishes or is cancelled, leaving ``summary`` (ops and paths, no content). Each moment is stored once, in
-    milliseconds since the epoch; the ISO strings of the contract are rendered from them.
+    finishes or is cancelled, leaving ``summary`` (ops and paths, no content, bounded). Each moment is
+    stored once, in milliseconds since the epoch; the ISO strings of the contract are rendered from them.
     """
 
     job_id: str
@@ -144,6 +163,8 @@ class JobRecord(BaseModel):
     webhook_event: str | None = None  # the event, as earlier versions froze it at the finish (``event_body``)
     author: Author
     submitter: str = ""
+    # the Redis key of the idempotency key bound to this job ('' none): marked when the record is dropped
+    idempotency_guard: str = ""
     base: str | None = None
     partition: int = 0
     runs: int = 0
@@ -243,18 +264,81 @@ def hand_over_round(before: JobRecord, after: JobRecord) -> str:
     return str(hook.round)
 
 
+# What a principal's finished records keep in Redis, counted and capped (``JobStore``): each finished
+# record that is no dry run counts its stored bytes plus ``RECORD_OVERHEAD`` (its key, its wiki's index
+# entry and these entries) in its submitter's ledger (``keys.retained``); past the cap, the oldest by
+# submission are dropped (record, wiki index entry, ledger entries), never the one just counted. A dropped
+# job whose idempotency key still names it gets its final status appended to the key's value
+# (``"<job> <fingerprint> <status>"``), so a replay answers that job instead of queueing the batch again.
+# The record and index keys are built here from ``job_prefix``/``index_prefix`` (one Redis primary, no
+# cluster); entries that expired by themselves (``cutoff``) are forgotten the same way.
+RECORD_OVERHEAD = 512
+RETAIN = """
+local function drop_retained(ledger, jobs, id, job_prefix, index_prefix)
+  local entry = redis.call('HGET', jobs, id)
+  local size, status, wiki, guard = 0, '', '', ''
+  if entry then
+    size, status, wiki, guard = string.match(entry, '^(%d+) (%S+) (%S+) ?(%S*)$')
+  end
+  redis.call('DEL', job_prefix .. id)
+  if wiki and wiki ~= '' then redis.call('ZREM', index_prefix .. wiki, id) end
+  if guard and guard ~= '' then
+    local bound = redis.call('GET', guard)
+    -- only while it names this job, and once: "<job> <fingerprint>" becomes "<job> <fingerprint> <status>"
+    local names = bound and string.find(bound, id .. ' ', 1, true) == 1
+    if names and not string.find(bound, ' ', #id + 2, true) then
+      redis.call('SET', guard, bound .. ' ' .. status, 'KEEPTTL')
+    end
+  end
+  redis.call('HDEL', jobs, id)
+  redis.call('ZREM', ledger, id)
+  return tonumber(size) or 0
+end
+
+local function retain(ledger, jobs, total, id, size, meta, score, cap, cutoff, ttl, job_prefix, index_prefix)
+  local held = tonumber(redis.call('GET', total) or '0')
+  local before = redis.call('HGET', jobs, id)
+  if before then held = held - (tonumber(string.match(before, '^%d+')) or 0) end
+  redis.call('HSET', jobs, id, size .. ' ' .. meta)
+  redis.call('ZADD', ledger, score, id)
+  held = held + tonumber(size)
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', ledger, '-inf', cutoff, 'LIMIT', 0, 100)) do
+    if gone ~= id then held = held - drop_retained(ledger, jobs, gone, job_prefix, index_prefix) end
+  end
+  local stop = false
+  while held > tonumber(cap) and not stop do
+    local oldest = redis.call('ZRANGE', ledger, 0, 63)
+    stop = #oldest == 0
+    for _, gone in ipairs(oldest) do
+      if held <= tonumber(cap) then break end
+      if gone == id then stop = true break end
+      held = held - drop_retained(ledger, jobs, gone, job_prefix, index_prefix)
+    end
+  end
+  if held < 0 then held = 0 end
+  redis.call('SET', total, held, 'EX', ttl)
+  redis.call('EXPIRE', ledger, ttl)
+  redis.call('EXPIRE', jobs, ttl)
+end
+"""
+
+
 @dataclass
 class SwapRecord(Call):
     """Compare-and-set one record (``JobStore.update_stored``), fenced by the lease epoch: -1 when fenced,
     0 when the record changed meanwhile, 1 when stored (announced on ``channel`` unless '', with ``ttl``
     or its own, ``release`` queued bytes given back unless '', webhook round ``hook_round`` handed to the
-    ``outbox`` unless '')."""
+    ``outbox`` unless '', and counted as ``retained`` bytes in its submitter's ledger unless '': see
+    ``RETAIN``)."""
 
     record: str = key()
     queued_table: str = key()
     queued_total: str = key()
     epoch_key: str = key()
     outbox: str = key()
+    ledger: str = key()
+    retained_jobs: str = key()
+    retained_total: str = key()
     expected: bytes = arg()
     body: str = arg()
     channel: str = arg()
@@ -264,11 +348,19 @@ class SwapRecord(Call):
     epoch: str = arg()
     hook_round: str = arg()
     outbox_cap: int = arg()
+    retained: str = arg()
+    retained_meta: str = arg()
+    submitted_ms: int = arg()
+    retained_cap: int = arg()
+    cutoff: int = arg()
+    ledger_ttl: int = arg()
+    job_prefix: str = arg()
+    index_prefix: str = arg()
 
 
 SWAP = Script(
     SwapRecord,
-    before=FENCED + HAND_OVER,
+    before=FENCED + HAND_OVER + RETAIN,
     body="""
 if fenced(K.epoch_key, A.epoch) then return -1 end
 if redis.call('GET', K.record) ~= A.expected then return 0 end
@@ -282,6 +374,10 @@ if A.release ~= '' and redis.call('HDEL', K.queued_table, A.job_id) == 1 then
   redis.call('DECRBY', K.queued_total, A.release)
 end
 if A.hook_round ~= '' then hand_over(K.outbox, A.outbox_cap, A.job_id, A.hook_round) end
+if A.retained ~= '' then
+  retain(K.ledger, K.retained_jobs, K.retained_total, A.job_id, A.retained, A.retained_meta, A.submitted_ms,
+    A.retained_cap, A.cutoff, A.ledger_ttl, A.job_prefix, A.index_prefix)
+end
 return 1
 """,
 )
@@ -325,8 +421,9 @@ return N
 @dataclass
 class FinishItem(Call):
     """One job of ``FinishMany``: its record, queued-bytes table and total, arq's entry, retry and
-    in-progress keys; the new bytes with their ``ttl`` ('' keep), the queued bytes to give back ('' none),
-    ``dequeue`` ('' no) and the webhook round to hand to the outbox ('' none)."""
+    in-progress keys, its submitter's ledger of retained records; the new bytes with their ``ttl`` ('' keep),
+    the queued bytes to give back ('' none), ``dequeue`` ('' no), the webhook round to hand to the outbox
+    ('' none) and the bytes to count in the ledger (``retained``, '' none: see ``RETAIN``)."""
 
     record: str = key()
     queued_table: str = key()
@@ -334,6 +431,9 @@ class FinishItem(Call):
     arq_entry: str = key()
     arq_retry: str = key()
     arq_in_progress: str = key()
+    ledger: str = key()
+    retained_jobs: str = key()
+    retained_total: str = key()
     job_id: str = arg()
     expected: bytes = arg()
     body: str = arg()
@@ -341,6 +441,9 @@ class FinishItem(Call):
     release: str = arg()
     dequeue: str = arg()
     hook_round: str = arg()
+    retained: str = arg()
+    retained_meta: str = arg()
+    submitted_ms: int = arg()
 
 
 @dataclass
@@ -349,7 +452,8 @@ class FinishMany(Call):
     meanwhile, and the outbox entries taken; -1 (nothing done) when the run is fenced. A finished job with
     a webhook adds one entry to the partition's ``outbox`` (kept to about ``outbox_cap`` entries); with a
     ``taker`` ('' none), the partition's new entries (``take`` at most) are then read for that consumer of
-    the takers' ``group``, so they are its to send and no other taker's."""
+    the takers' ``group``, so they are its to send and no other taker's. Each finished record that counts
+    is added to its submitter's ledger, within ``retained_cap`` (``RETAIN``)."""
 
     item_class = FinishItem
     queue: str = key()
@@ -361,12 +465,17 @@ class FinishMany(Call):
     taker: str = arg()
     group: str = arg()
     take: int = arg()
+    retained_cap: int = arg()
+    cutoff: int = arg()
+    ledger_ttl: int = arg()
+    job_prefix: str = arg()
+    index_prefix: str = arg()
     jobs: list[FinishItem] = items()
 
 
 FINISH_MANY = Script(
     FinishMany,
-    before=FENCED + HAND_OVER,
+    before=FENCED + HAND_OVER + RETAIN,
     body="""
 if fenced(K.epoch_key, A.epoch) then return -1 end
 local done = {}
@@ -390,6 +499,10 @@ for i = 1, N do
     if arg.hook_round ~= '' then
       hand_over(K.outbox, A.outbox_cap, arg.job_id, arg.hook_round)
       handed = true
+    end
+    if arg.retained ~= '' then
+      retain(key.ledger, key.retained_jobs, key.retained_total, arg.job_id, arg.retained, arg.retained_meta,
+        arg.submitted_ms, A.retained_cap, A.cutoff, A.ledger_ttl, A.job_prefix, A.index_prefix)
     end
     done[#done + 1] = 1
   else
@@ -525,13 +638,41 @@ class JobStore:
     A record moving to a finished status loses its batch body in the same compare-and-set (a succeeded dry
     run keeps it: it is a plan), gives its bytes back to the submitter's queued-bytes count (at most once:
     the job id leaves a hash), and, for a dry run, expires after ``dry_run_retention`` seconds instead of
-    ``retention``, its size counted in the queued bytes meanwhile (``keep``).
+    ``retention``, its size counted in the queued bytes meanwhile (``keep``). Any other finished record
+    counts, from its finish and after every later change, in its submitter's retained bytes: past
+    ``retained_cap`` (0: no cap) the submitter's oldest finished records are dropped (``RETAIN``).
     """
 
-    def __init__(self, redis: Redis, retention_seconds: int, dry_run_retention_seconds: int = 3600) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        retention_seconds: int,
+        dry_run_retention_seconds: int = 3600,
+        retained_cap: int = 0,
+    ) -> None:
         self.redis = redis
         self.retention = retention_seconds
         self.dry_run_retention = min(dry_run_retention_seconds, retention_seconds)
+        self.retained_cap = retained_cap
+
+    def retaining(self, record: JobRecord, body: bytes) -> tuple[str, str]:
+        """What ``record``, stored as ``body``, counts in its submitter's retained bytes and the ledger's
+        note of it (``RETAIN``): ``('', '')`` when it does not count (not finished, a dry run, no
+        submitter, no cap)."""
+        if not self.retained_cap or record.status not in FINISHED or record.dry_run or not record.submitter:
+            return "", ""
+        note = f"{record.status} {record.wiki} {record.idempotency_guard}".rstrip()
+        return str(len(body) + RECORD_OVERHEAD), note
+
+    def _retain_args(self) -> dict[str, Any]:
+        """The arguments every record of a ``RETAIN`` call shares."""
+        return {
+            "retained_cap": self.retained_cap,
+            "cutoff": now_ms() - self.retention * 1000,
+            "ledger_ttl": self.retention + 60,
+            "job_prefix": keys.job(""),
+            "index_prefix": keys.wiki_jobs(""),
+        }
 
     @staticmethod
     def key(job_id: str) -> str:
@@ -647,6 +788,8 @@ class JobStore:
             channel = EVENTS if changed.status in FINISHED else ""
             table, total = self.queued_keys(changed.submitter)
             epoch_key, epoch = fence_of(lease, current.partition)
+            ledger, retained_jobs, retained_total = keys.retained(changed.submitter)
+            retained, note = self.retaining(changed, body.encode())
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
             call = SwapRecord(
                 record=key,
@@ -654,6 +797,9 @@ class JobStore:
                 queued_total=total,
                 epoch_key=epoch_key,
                 outbox=keys.outbox(current.partition),
+                ledger=ledger,
+                retained_jobs=retained_jobs,
+                retained_total=retained_total,
                 expected=raw,
                 body=body,
                 channel=channel,
@@ -663,6 +809,10 @@ class JobStore:
                 epoch=epoch,
                 hook_round=hand_over_round(current, changed),
                 outbox_cap=OUTBOX_CAP,
+                retained=retained,
+                retained_meta=note,
+                submitted_ms=changed.submitted_ms,
+                **self._retain_args(),
             )
             stored = await SWAP.run(self.redis, call)
             if stored == -1:
@@ -725,6 +875,7 @@ class JobStore:
             taker=taker,
             group=keys.OUTBOX_GROUP,
             take=OUTBOX_TAKE,
+            **self._retain_args(),
         )
         for item in items:
             record = item.record
@@ -732,6 +883,8 @@ class JobStore:
             entry, _, in_progress, retry = job_keys(record.job_id)
             body, ttl, release = self._changed(item.before, record)
             item.body = body.encode()
+            ledger, retained_jobs, retained_total = keys.retained(record.submitter)
+            retained, note = self.retaining(record, item.body)
             call.jobs.append(
                 FinishItem(
                     record=self.key(record.job_id),
@@ -740,6 +893,9 @@ class JobStore:
                     arq_entry=entry,
                     arq_retry=retry,
                     arq_in_progress=in_progress,
+                    ledger=ledger,
+                    retained_jobs=retained_jobs,
+                    retained_total=retained_total,
                     job_id=record.job_id,
                     expected=item.stored,
                     body=body,
@@ -747,6 +903,9 @@ class JobStore:
                     release=release,
                     dequeue="1" if item.dequeue else "",
                     hook_round=hand_over_round(item.before, record),
+                    retained=retained,
+                    retained_meta=note,
+                    submitted_ms=record.submitted_ms,
                 )
             )
         reply = await FINISH_MANY.run(self.redis, call)
@@ -790,8 +949,15 @@ class JobStore:
         if existing is None:  # expired between the two calls: claim again
             return await self.claim_idempotency(scope, key, fingerprint, job_id)
         text = existing.decode() if isinstance(existing, bytes) else existing
-        bound_job, bound_print = text.split(" ", 1)
+        bound_job, bound_print = text.split(" ")[:2]  # a third word: the record was dropped (``dropped``)
         return bound_job, bound_print
+
+    async def dropped(self, scope: str, key: str, job_id: str) -> str | None:
+        """The final status of ``job_id`` when idempotency ``key`` still names it and its record was
+        dropped under its submitter's retained-bytes cap (``RETAIN`` notes it in the key); else None."""
+        value = await self.redis.get(keys.idempotency(scope, key))
+        words = (value.decode() if isinstance(value, bytes) else value or "").split(" ")
+        return words[2] if len(words) == 3 and words[0] == job_id and words[2] in FINISHED else None
 
     async def take_over_idempotency(
         self, scope: str, key: str, bound: tuple[str, str], job_id: str, submitter: str

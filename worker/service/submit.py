@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from typing import cast
 
 from arq.connections import ArqRedis
 
@@ -48,7 +49,7 @@ from worker.jobs.records import (
     partition_of,
 )
 from worker.jobs.wikis import Wikis
-from worker.schema.answers import Author, Job, Submitted
+from worker.schema.answers import Author, Job, JobStatus, Submitted
 from worker.schema.edits import Batch, PlanSubmission, written_paths
 from worker.service.caller import Principal
 from worker.service.plans import PLAN_USED_SECONDS, planned_batch
@@ -133,6 +134,8 @@ class Submissions:
             if replayed is not None:
                 return replayed
         record = self._record(caller, wiki, job_id, batch, at.commit)
+        if idempotency_key is not None:
+            record.idempotency_guard = keys.idempotency(scope, idempotency_key)
         cap = settings.max_queued_bytes
         if 0 < cap < record.queued_bytes:
             if idempotency_key is not None:
@@ -219,7 +222,9 @@ class Submissions:
         after a short wait the key is taken over for ``job_id`` (atomically, only while that record is
         missing; the stalled submission's own store is guarded by the key, so one job per key remains).
         A bound job still ``queued`` is put on its queue again if it is not there (a submission cut short
-        between its record and its queue entry), and confirmed durable before it is answered.
+        between its record and its queue entry), and confirmed durable before it is answered. A bound job
+        whose record was dropped under its submitter's retained-bytes cap (``JobStore.dropped``) is
+        answered by its id, wiki and final status alone, and never queued again.
         """
         for _ in range(3):
             bound, bound_digest = await self.jobs.claim_idempotency(scope, key, digest, job_id)
@@ -227,7 +232,12 @@ class Submissions:
                 return None
             if bound_digest != digest:
                 raise IdempotencyConflict("this Idempotency-Key was used with a different batch")
-            existing = await self._record_of(bound)
+            existing = await self.jobs.get(bound)
+            if existing is None:
+                status = await self.jobs.dropped(scope, key, bound)
+                if status is not None:  # it ran; its record was dropped under the retained-bytes cap
+                    return Job(job_id=bound, wiki=scope.split("\x00", 1)[1], status=cast(JobStatus, status))
+                existing = await self._record_of(bound)
             if existing is None:
                 if await self.jobs.take_over_idempotency(scope, key, (bound, digest), job_id, submitter):
                     return None

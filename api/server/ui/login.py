@@ -8,7 +8,9 @@ ends the session in Redis (the cookie is worthless from then on, wherever a copy
 ``api.auth.principal`` accepts that cookie for GET requests under ``/ui`` only, so it can never submit,
 cancel or redeliver anything. The login form refuses a cross-origin post (``Origin`` or
 ``Referer`` of another site, or ``Sec-Fetch-Site: cross-site``), so no other site can sign a browser in
-under its own token (login CSRF).
+under its own token (login CSRF). Sign-in attempts are limited per client address (the peer, or what a
+proxy of ``WIKIQ_TRUSTED_PROXIES`` names) and per token, right or wrong (``WIKIQ_UI_LOGIN_ATTEMPTS`` per
+``WIKIQ_UI_LOGIN_WINDOW_SECONDS``): beyond, ``429 RATE_LIMITED`` with ``Retry-After``, and no session.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from api.server.auth import UI_COOKIE
 from api.server.ui.sessions import SESSION_SECONDS
 from worker.errors import AccessDenied
+from worker.service.ratelimit import check_sign_in
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 HEADERS = {
@@ -62,13 +65,25 @@ def _cross_site(request: Request) -> bool:
 async def login(request: Request) -> Response:
     """Check the token; on success start a session and go to /ui, else show the form again (401).
 
-    A post from another origin is refused with 403 before the token is looked at.
+    A post from another origin is refused with 403 before the token is looked at; an attempt past the
+    sign-in limit (per client address, then per token) with ``429 RATE_LIMITED`` before the token is
+    checked.
     """
     if _cross_site(request):
         note = escape("Sign in from this server's own page.")
         return HTMLResponse(_FORM.format(note=note), status_code=403, headers=HEADERS)
     body = (await request.body())[:4096].decode("utf-8", "replace")
     token = (parse_qs(body).get("token") or [""])[0].strip()
+    wikiq = request.app.state.wikiq
+    settings = wikiq.service.resources.settings
+    address = request.client.host if request.client is not None else ""
+    await check_sign_in(
+        wikiq.service.resources.redis,
+        address,
+        token,
+        settings.ui_login_attempts,
+        settings.ui_login_window_seconds,
+    )
     try:
         request.app.state.wikiq.auth.authenticate(f"Bearer {token}")
     except AccessDenied:
