@@ -464,7 +464,7 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing is written; error.index names the failing edit; the hint says what to do): \
+Errors (nothing written; error.index: the failing edit; the hint: what to do): \
 VERSION_MISMATCH (error.details: current_version, and current_section_version for a section op), \
 VERSION_REQUIRED; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
 COUNT_MISMATCH; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
@@ -488,8 +488,8 @@ WRITE_BATCH = (
     """\
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
-Call it only after the user agreed to the changes; for a refactor (moves, sections, links, several \
-pages) run check_batch with the same edits first and show its diff and warnings. Limits: {max_edits} \
+Call it only after the user agreed; for a refactor run check_batch with the same edits first and show \
+its diff and warnings. Limits: {max_edits} \
 edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split bigger work \
 up front, index and log in the last batch.
 
@@ -501,13 +501,14 @@ once unless replace_all.
 - delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page repoints its links \
 there.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
-in it; rewrite_links=true repoints links to what moved and the moved pages' relative links.
+in it; rewrite_links=true repoints links to what moved.
 - append {{path, content, expected_version?}}: text at the end (a line break first if the file lacks one).
 - frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; nothing \
 else changes.
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename, \
-rewrite_links?}}: heading is an address page_outline lists; a section includes its subsections; content has no heading line. \
+rewrite_links?}}: heading is an address page_outline lists; a section includes its subsections; content \
+has no heading line. \
 Guard with expected_version or page_outline's expected_section_version (that section only).
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
 new_path (# title); links follow; leave_link=true leaves [[new_path]].
@@ -517,6 +518,9 @@ point to to (same forms).
 ('' for all; never raw/ or non-text files). old is exact, case-sensitive (outside_code=true: prose \
 only, never code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
 for ^ and $ at line ends), new may use \\1. check_batch's applied counts give expected_count.
+- each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count, do, ...}}: do \
+(frontmatter, append, delete, or rename into new_path, a folder) on each .md page selected (glob: * in a \
+folder, ** across; frontmatter: {{"status": "archived"}}); expected_count, not versions, guards it.
 
 expected_version is a version a read or list_pages gave, an earlier edit's applied[].version, or "batch" \
 (as earlier edits left it). Required to change a file that exists at the start; optional on append and \
@@ -538,24 +542,20 @@ queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60
 )
 
 CHECK_BATCH = """\
-Dry-run a batch: every check write_batch makes, against the wiki's head now, and what it would change. \
-Commits nothing.
+Dry-run a batch: every check write_batch makes, on the wiki's head now, and what it would change; \
+commits nothing.
 
-Use it before write_batch for any refactor: show the user the diff and warnings; then write_batch with \
-its plan (no edits) commits exactly what was shown, or fails PLAN_STALE if a page it touches changed \
-since (PLAN_NOT_FOUND once the plan expired, minutes later). Edits, versions, zones, links and limits \
-are write_batch's: see its description.
+Run it before write_batch for any refactor and show the user the diff and warnings; then write_batch \
+with its plan (no edits) commits exactly that, or fails PLAN_STALE if a page it touches changed since \
+(PLAN_NOT_FOUND once expired, minutes later). Edits, versions, zones, links, limits: as write_batch.
 
-Returns {{job_id, status, applied, diff, warnings, plan}}. applied is what write_batch would answer (a \
-replace_across's counts per page sum to its expected_count); over 20 files of one edit are \
-summed {{index, op, files, count}}. diff: {{path, old_path?, diff, truncated?}} per file your edits changed \
-(60 000 characters in all); a file only moved or link-rewritten is {{path, old_path?, links}} (get_job \
-gives every entry and diff). warnings \
-{{code, path, line?, link?, message}}: LINK_BROKEN (a link to nothing: fix it or add the \
-page), NOT_IN_INDEX (a new page index.md does not link to), NOT_REWRITTEN (links or matches in raw/, which \
-no op changes), OVERWRITES_BATCH_EDIT (an overwrite based on the head's version of a page an earlier \
-edit changed: that change is lost unless the content has it); warnings never block \
-write_batch. status queued or running: call get_job with wait_seconds=60 until it finishes. Errors are \
+Returns {{job_id, status, applied, diff, warnings, plan}}. applied: what write_batch would answer (over \
+20 files of one edit summed {{index, op, files, count}}). diff: {{path, old_path?, diff, truncated?}} per \
+file your edits changed (60 000 characters in all); a file only moved or link-rewritten is {{path, \
+old_path?, links}}; get_job has every diff. warnings {{code, path, line?, link?, message}}, never \
+blocking: LINK_BROKEN (fix the link or add the page), NOT_IN_INDEX (index.md does not link a new page), \
+NOT_REWRITTEN (in raw/, which no op changes), OVERWRITES_BATCH_EDIT (an overwrite on the head's version \
+drops an earlier edit's change). status queued or running: get_job with wait_seconds=60. Errors: as \
 write_batch's; nothing is written either way."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
@@ -616,9 +616,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
         Call it first: each tool with a wiki field takes its id from here. head is main's commit (null for
-        an empty wiki). A wiki missing here does not exist or is not visible to your token (the two look the
-        same); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user); RATE_LIMITED, INTERNAL:
-        wait, retry.
+        an empty wiki). A wiki missing here does not exist or is hidden from your token (the two look
+        alike); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user). Any tool may
+        answer RATE_LIMITED or INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).list_wikis())
 
@@ -636,11 +636,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     ) -> Annotated[CallToolResult, PageList]:
         """List the files at a wiki's head, sorted by path: {pages: [{path, version, size}], next_cursor}.
 
-        Use it to see what exists before planning edits (text: search_wiki; links:
+        See what exists before planning edits (text: search_wiki; links:
         find_backlinks). version is an edit's expected_version; size is in bytes. next_cursor not
         null: call again with the same prefix and cursor=next_cursor (the head may
         move between pages). Errors: WIKI_NOT_FOUND (see list_wikis),
-        INVALID_BATCH (a foreign cursor: drop it); RATE_LIMITED, INTERNAL: wait, retry.
+        INVALID_BATCH (a foreign cursor: drop it).
         """
         return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
 
@@ -658,14 +658,13 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     ) -> Annotated[CallToolResult, Page]:
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
-        Read a page before you change it: version is the edit's expected_version (stale once anyone
-        changes the page). The text answer is a header line (path, version, size, commit; the outline with
-        sections=true), a line ---, then the content exactly as stored: copy a replace's old from it.
-        line_numbers=true numbers the lines instead, for reading only (never copy the numbers). The structured
-        content is always exact; a file not valid UTF-8 comes as encoding base64. Several pages:
-        read_pages; headings only: page_outline. Errors: NOT_FOUND (see list_pages), INVALID_PATH,
-        BATCH_TOO_LARGE (over {max_file}: ask the user to clone the repository), WIKI_NOT_FOUND;
-        RATE_LIMITED, INTERNAL: wait, retry.
+        Read a page before you change it: version is the edit's expected_version. The text answer is a header
+        line (path, version, size, commit; the outline with sections=true), a line ---, then the content
+        exactly as stored: copy a replace's old from it. line_numbers=true numbers the lines instead, for
+        reading only. The structured content is always exact; a file not valid UTF-8
+        comes as encoding base64. Several pages: read_pages; headings only: page_outline. Errors: NOT_FOUND
+        (see list_pages), INVALID_PATH, BATCH_TOO_LARGE (over {max_file}: ask the user to clone the
+        repository), WIKI_NOT_FOUND.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, sections)
@@ -693,11 +692,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Read many files at a wiki's head, all at one commit: {commit, pages: [page...], errors: [{path,
         code, message}]}.
 
-        Use it instead of many read_page calls, e.g. for every page find_backlinks named. Each page is what
+        Use it instead of many read_page calls. Each page is what
         read_page answers, content exact (line_numbers=true: numbered, for reading only). A path missing
         (NOT_FOUND), invalid (INVALID_PATH) or past {max_file} of content in all (BATCH_TOO_LARGE: read it in
         another call) is an entry of errors, not a failure. Errors: INVALID_BATCH (no paths or over
-        {max_paths}: split), WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
+        {max_paths}: split), WIKI_NOT_FOUND.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections)
@@ -715,11 +714,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path (its
         parent headings 'A > B'), address (unique), line, end_line, version}]}.
 
-        Cheaper than read_page. Use it before a section op: send a section's address as the op's
+        Use it before a section op: send a section's address as the op's
         heading and its version as expected_section_version, so edits of other sections do not conflict (the
         page's version works too, as expected_version). Headings inside code are not headings; lines are
-        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND;
-        RATE_LIMITED, INTERNAL: wait, retry.
+        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, True)
@@ -756,17 +754,14 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
         replace_pages?}.
 
-        Matches a literal substring, ASCII case ignored unless case_sensitive=true, or with
-        regex=true an RE2 pattern; one match per line, at the line where a
-        match starts. By path, then line (1-based); version is the page's; a very long line is cut around the
-        match. For links use find_backlinks.
-        replace_count=true counts for replace_across (query as old, or as pattern with regex=true; same
-        prefix) by its rules: case-sensitive, a pattern over the whole page (^ and $ at its ends unless (?m)),
-        every occurrence, raw/ skipped, outside_code not applied (with it, use check_batch's counts).
-        replace_count is the total over all pages, the
-        expected_count to send; replace_pages [{path, count}] splits it. next_cursor set: call again with
-        cursor=next_cursor. Errors: PATTERN_INVALID (fix the query), INVALID_BATCH (a multi-line query: search
-        one of its lines; or a foreign cursor), WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
+        A literal substring (ASCII case ignored unless case_sensitive=true) or, with regex=true, an RE2
+        pattern; one match per line, where it starts; by path, then line (1-based); version is the page's; a
+        very long line is cut around the match. Links: find_backlinks. replace_count=true also counts as
+        replace_across would (query as old, or pattern with regex=true; same prefix; case-sensitive, over the
+        whole page, raw/ skipped, outside_code not applied): replace_count (the total: its expected_count),
+        replace_pages [{path, count}]. next_cursor set: call again with cursor=next_cursor. Errors:
+        PATTERN_INVALID (fix the query), INVALID_BATCH (a multi-line query: search one of its lines; or a
+        foreign cursor), WIKI_NOT_FOUND.
         """
         backend = backend_for(ctx)
         try:
@@ -792,14 +787,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
         version}], truncated, next_cursor?}.
 
-        Every wikilink and relative markdown link outside code that resolves to the page (the rule
-        is in write_batch's description), by linking page then line, with the link as written and the linking
-        page's version. Use it before renaming, splitting or deleting a page: rename with rewrite_links,
-        delete with redirect_links_to, extract_section and retarget_links fix these themselves (never in
-        raw/).
-        truncated=true: call again with cursor=next_cursor for more. Errors: NOT_FOUND (see list_pages; links
-        to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a foreign cursor: drop it),
-        WIKI_NOT_FOUND; RATE_LIMITED, INTERNAL: wait, retry.
+        Every link outside code that resolves to the page (write_batch states the rule), by linking page and
+        line, as written, with the linking page's version. Use it before renaming, splitting or deleting a
+        page: rename with rewrite_links, delete with redirect_links_to, extract_section and retarget_links fix
+        these themselves (never in raw/). truncated=true: call again with cursor=next_cursor for more. Errors:
+        NOT_FOUND (see list_pages; links to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a
+        foreign cursor: drop it), WIKI_NOT_FOUND.
         """
         return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
 
@@ -915,7 +908,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         diff. wait_seconds=60 answers as soon as it finishes (still running: call again). A failed or
         cancelled job wrote nothing; error.index names the failing edit (see write_batch for each code).
         Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages to see if it committed), FORBIDDEN
-        (another caller's job); RATE_LIMITED, INTERNAL: wait, retry.
+        (another caller's job).
         """
         return await _answered(backend_for(ctx).job(job_id, wait_seconds))
 
@@ -929,10 +922,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Cancel a write_batch or check_batch job still queued, so it never applies; returns get_job's
         answer.
 
-        Use it when the user changes their mind while a batch waits. A cancel cannot be undone (to redo:
-        submit again with a new idempotency_key); cancelling a cancelled job answers it again. Errors:
+        For a user who changes their mind while a batch waits. To redo a cancelled batch, submit it
+        again with a new idempotency_key; cancelling twice answers the job again. Errors:
         NOT_CANCELLABLE (running or finished: see get_job; undo a commit with a new write_batch),
-        JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin); RATE_LIMITED, INTERNAL: wait, retry.
+        JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin).
         """
         return await _answered(backend_for(ctx).cancel(job_id))
 

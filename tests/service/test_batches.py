@@ -666,6 +666,47 @@ async def test_rename_section_with_rewrite_links_repoints_the_links_in_one_commi
     fsck(dep.repo(wiki))
 
 
+async def test_each_edits_chosen_pages_in_one_commit(dep: Deployment) -> None:
+    """Two each edits over HTTP: the projects whose front matter says archived move to wiki/archive with
+    their links, then a key is set on every page of the folder (front matter made where there is none).
+    One commit; plain git shows exactly those changes; a wrong expected_count names the pages and lands
+    nothing."""
+    wiki = await dep.new_wiki("each")
+    pages = {
+        "wiki/projects/a.md": "---\nstatus: archived\n---\n# A\n",
+        "wiki/projects/b.md": "# B\n[[a]] [c](c.md)\n",
+        "wiki/projects/c.md": "---\nstatus: archived\n---\n# C\n",
+    }
+    await dep.seed(wiki, pages)
+    before = await dep.head(wiki)
+    select = {"prefix": "wiki/projects/", "frontmatter": {"status": "archived"}}
+    move = {"op": "each", "select": select, "do": "rename", "new_path": "wiki/archive", "rewrite_links": True}
+    mark = {"op": "each", "select": {"prefix": "wiki/"}, "do": "frontmatter", "set": {"team": "core"}}
+    failed = await dep.apply(wiki, {"message": "m", "edits": [{**move, "expected_count": 1}]})
+    check_job(failed, wiki, "failed")
+    assert failed["error"]["code"] == "COUNT_MISMATCH"
+    assert "wiki/projects/a.md, wiki/projects/c.md" in failed["error"]["message"]
+    job = await dep.apply(
+        wiki, {"message": "archive", "edits": [{**move, "expected_count": 2}, {**mark, "expected_count": 3}]}
+    )
+    check_job(job, wiki, "succeeded")
+    files = tree_files(dep.repo(wiki), job["result"]["commit"], regular_only=True)
+    assert files["wiki/archive/a.md"] == b"---\nstatus: archived\nteam: core\n---\n# A\n"
+    assert files["wiki/archive/c.md"] == b"---\nstatus: archived\nteam: core\n---\n# C\n"
+    assert files["wiki/projects/b.md"] == b"---\nteam: core\n---\n# B\n[[a]] [c](../archive/c.md)\n"
+    assert not any(path in files for path in ("wiki/projects/a.md", "wiki/projects/c.md"))
+    assert [(e["index"], e["op"], e["path"]) for e in job["result"]["applied"]] == [
+        (0, "rename", "wiki/projects/a.md"),
+        (0, "rename", "wiki/projects/c.md"),
+        (0, "rewrite_links", "wiki/projects/b.md"),
+        (1, "frontmatter", "wiki/archive/a.md"),
+        (1, "frontmatter", "wiki/archive/c.md"),
+        (1, "frontmatter", "wiki/projects/b.md"),
+    ]
+    assert [c["commit"] for c in await dep.commits(wiki, 2)] == [job["result"]["commit"], before]
+    fsck(dep.repo(wiki))
+
+
 async def test_extract_section_and_retarget_links_land_as_one_commit(dep: Deployment) -> None:
     """A batch that extracts a section to a new page (leaving a link) and then retargets the links to a
     heading of another page lands as one commit: plain git sees the new page, the cut source and every

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worker.engine import across, extract, fileops, inplace, moves, relink
+from worker.engine import across, each, extract, fileops, inplace, moves, relink
 from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
 from worker.engine.plan import (
@@ -42,6 +42,7 @@ from worker.schema.edits import (
     Batch,
     Create,
     Delete,
+    Each,
     Edit,
     ExtractSection,
     Frontmatter,
@@ -90,6 +91,23 @@ _APPLY: dict[type, Callable[[BatchState, int, Any], None]] = {
     ExtractSection: extract.extract_section,
     ReplaceAcross: across.replace_across,
     RetargetLinks: relink.retarget_links,
+}
+
+
+def _each(work: BatchState, index: int, edit: Each) -> None:
+    """Apply an ``each`` edit: its op on every page it selects, each checked as that op alone would be."""
+    for one in each.expand(work, index, edit):
+        check_edit(one, index, work.policy)
+        _APPLY[type(one)](work, index, one)
+
+
+_APPLY[Each] = _each
+# the fields an ``each`` edit takes besides its selector, by ``do``: (required, allowed)
+_EACH_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "frontmatter": ((), ("set", "unset")),
+    "append": (("content",), ("content",)),
+    "delete": ((), ("redirect_links_to",)),
+    "rename": (("new_path",), ("new_path", "rewrite_links")),
 }
 
 
@@ -149,6 +167,9 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
     if isinstance(edit, RetargetLinks):
         _check_retarget(edit, index)
         return
+    if isinstance(edit, Each):
+        _check_each(edit, index)
+        return
     check_path(edit.path, index)
     if isinstance(edit, Rename | ExtractSection):
         check_path(edit.new_path, index)
@@ -173,6 +194,45 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
         raise BatchRejected("INVALID_BATCH", "new_heading must be one line of text", index)
     elif isinstance(edit, ExtractSection) and edit.title is not None and any(c in edit.title for c in "\r\n"):
         raise BatchRejected("INVALID_BATCH", "title must be one line of text", index)
+
+
+def _check_each(edit: Each, index: int) -> None:
+    """each: the selector's prefix and texts, and exactly the fields its ``do`` takes (``INVALID_BATCH``
+    naming what is missing or out of place). Zones and paths are checked page by page as it applies."""
+    selector = edit.select
+    if selector.prefix:
+        check_path(selector.prefix.removesuffix("/"), index)
+    for name in ("glob", "contains"):
+        value = getattr(selector, name)
+        if value is not None:
+            utf8(value, index, name)
+            if not value:
+                raise BatchRejected("INVALID_BATCH", f"select.{name} must not be empty", index)
+    if selector.outside_code and selector.contains is None:
+        raise BatchRejected("INVALID_BATCH", "select.outside_code takes select.contains", index)
+    required, allowed = _EACH_FIELDS[edit.do]
+    given = {
+        name for name in ("set", "unset", "content", "new_path", "redirect_links_to") if getattr(edit, name)
+    }
+    given |= {"rewrite_links"} if edit.rewrite_links else set()
+    extra = sorted(given - set(allowed))
+    if extra:
+        raise BatchRejected("INVALID_BATCH", f"each with do={edit.do} takes no {', '.join(extra)}", index)
+    missing = [name for name in required if name not in given]
+    if missing:
+        raise BatchRejected("INVALID_BATCH", f"each with do={edit.do} needs {', '.join(missing)}", index)
+    if edit.do == "frontmatter":
+        if not edit.set and not edit.unset:
+            raise BatchRejected("INVALID_BATCH", "each with do=frontmatter needs keys to set or unset", index)
+        both = sorted((edit.set or {}).keys() & set(edit.unset or ()))
+        if both:
+            raise BatchRejected("INVALID_BATCH", f"keys both set and unset: {both}", index)
+    if edit.content is not None:
+        utf8(edit.content, index)
+    for name in ("new_path", "redirect_links_to"):
+        value = getattr(edit, name)
+        if value is not None:
+            check_path(value.removesuffix("/"), index)
 
 
 def _check_retarget(edit: RetargetLinks, index: int) -> None:

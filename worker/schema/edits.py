@@ -465,6 +465,72 @@ class ReplaceAcross(_Strict):
         return self.prefix
 
 
+class Selector(_Strict):
+    """Which pages an ``each`` edit acts on: the .md files (as the batch left them) that pass every test
+    given."""
+
+    prefix: Annotated[
+        str,
+        Field(
+            json_schema_extra={"maxLength": 4096, "pattern": PREFIX},
+            description="Pages whose path starts with this, e.g. wiki/projects/; '' for all.",
+        ),
+    ]
+    glob: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"maxLength": 4096, **NON_EMPTY},
+            description="And whose path matches: * and ? within a folder, ** across folders.",
+        ),
+    ] = None
+    frontmatter: Annotated[
+        dict[str, JsonValue] | None,
+        Field(
+            description="And whose front matter has each key at this value (null: absent), e.g. "
+            '{"status": "archived"}.'
+        ),
+    ] = None
+    contains: Annotated[
+        str | None,
+        Field(json_schema_extra=NON_EMPTY, description="And whose text holds this, case-sensitive."),
+    ] = None
+    outside_code: Annotated[bool, Field(description="contains counts only in prose, not in code.")] = False
+
+
+EACH_OPS = ("frontmatter", "append", "delete", "rename")
+
+
+class Each(_Strict):
+    """One op on every page a selector picks, as the batch left them, in path order; applied lists each
+    page. expected_count guards the selection instead of each page's version."""
+
+    op: Literal["each"] = Field(description="The op: each.")
+    select: Selector
+    expected_count: Annotated[
+        int,
+        Field(ge=0, description="Refuse (COUNT_MISMATCH, naming the pages) unless this many match."),
+        Whole,
+    ]
+    do: Literal["frontmatter", "append", "delete", "rename"] = Field(
+        description="The op for each page, with its fields below."
+    )
+    set: Annotated[dict[str, JsonValue] | None, Field(description="frontmatter: keys to set.")] = None
+    unset: Annotated[list[str] | None, Field(description="frontmatter: keys to remove.")] = None
+    content: Annotated[str | None, Field(json_schema_extra=NON_EMPTY, description="append: the text.")] = None
+    new_path: Annotated[
+        str | None, Field(description="rename: the folder the pages move into, e.g. wiki/archive.")
+    ] = None
+    rewrite_links: Annotated[bool, Field(description="rename: repoint the links to the moved pages.")] = False
+    redirect_links_to: Annotated[
+        str | None, Field(description="delete: a page the links to the deleted pages point to after.")
+    ] = None
+
+    @property
+    def path(self) -> str:
+        """The selector's prefix: where the edit writes (job summaries and write-prefix rights)."""
+        return self.select.prefix
+
+
 SectionEdit = ReplaceSection | AppendSection | InsertSectionAfter | RemoveSection | RenameSection
 EditModel = (
     Create
@@ -482,6 +548,7 @@ EditModel = (
     | ExtractSection
     | ReplaceAcross
     | RetargetLinks
+    | Each
 )
 Edit = Annotated[EditModel, Field(discriminator="op")]
 # every op name, in the order of ``EditModel`` (each model's ``op`` is a one-value Literal)
@@ -627,7 +694,7 @@ def content_size(edit: EditModel, index: int) -> int:
     if isinstance(edit, Delete | Rename | RetargetLinks):
         return 0
     size = sum(len(utf8(text, index, name)) for name, text in texts(edit).items())
-    if isinstance(edit, Frontmatter):
+    if isinstance(edit, Frontmatter | Each):
         size += len(utf8(json.dumps([edit.set, edit.unset], ensure_ascii=False), index, "set"))
     return size
 
@@ -639,6 +706,9 @@ def written_paths(edit: EditModel) -> list[str]:
     everywhere)."""
     if isinstance(edit, RetargetLinks):
         return [""]
+    if isinstance(edit, Each):
+        links = [""] if edit.rewrite_links or edit.redirect_links_to is not None else []
+        return [edit.select.prefix, *([edit.new_path] if edit.new_path is not None else []), *links]
     if isinstance(edit, ExtractSection):
         return [edit.path, edit.new_path, ""]
     if isinstance(edit, Rename):
