@@ -4,6 +4,7 @@ missing or corrupt, and built when a wiki is first opened."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -21,7 +22,15 @@ from worker.engine import NewFile, Plan, blob_id
 from worker.engine.backlinks import find_backlinks
 from worker.engine.budget import Budget, OverBudget, active
 from worker.git import GitStore, Identity, WikiRepo, linkindex, warmup
-from worker.git.linkindex import FILE_NAME, READ_CHANGES, link_index
+from worker.git.linkindex import (
+    FILE_NAME,
+    READ_BYTES,
+    READ_CHANGES,
+    ROW_BYTES,
+    ROWS_FACTOR,
+    ROWS_FREE,
+    link_index,
+)
 from worker.git.remote import Remote, RemoteRegistry
 from worker.git.textindex import INDEX_FROM_BYTES
 from worker.git.warmup import warm
@@ -208,7 +217,7 @@ def test_a_corrupt_or_missing_index_is_rebuilt(repo: WikiRepo) -> None:
         elif spoil in ("row", "commit"):
             with sqlite3.connect(path) as db:
                 if spoil == "row":
-                    db.execute("UPDATE links SET blob = ?", ("0" * 40,))
+                    db.execute("UPDATE files SET blob = ?", ("0" * 40,))
                 else:  # a commit git does not have, at another head
                     db.execute("UPDATE meta SET value = ? WHERE key = 'commit'", ("1" * 40,))
         else:
@@ -257,6 +266,148 @@ def test_an_index_far_behind_is_brought_forward_in_the_background(repo: WikiRepo
     expected = find_backlinks(repo.snapshot(second), "hub.md")
     assert len(expected) == READ_CHANGES + 1
     assert index.backlinks(repo.snapshot(second), "hub.md") == expected
+
+
+def _stored(path: Path, text: bytes) -> int:
+    """How many times ``text`` is in the index file at ``path``, its write-ahead log checkpointed first."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.read_bytes().count(text)
+
+
+def _size(path: Path) -> int:
+    """The bytes the index file at ``path`` holds at its last commit (log included)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(
+            db.execute("PRAGMA page_size").fetchone()[0]
+        )
+
+
+def _costly(repo: WikiRepo, path: str) -> tuple[int, int]:
+    """Whether the index keeps ``path`` as costly, and how many link rows it holds for it."""
+    with contextlib.closing(sqlite3.connect(repo.path / FILE_NAME)) as db:
+        file, costly = db.execute("SELECT id, costly FROM files WHERE path = ?", (path,)).fetchone()
+        (rows,) = db.execute("SELECT count(*) FROM links WHERE file = ?", (file,)).fetchone()
+    return costly, rows
+
+
+def test_each_path_is_stored_once(repo: WikiRepo) -> None:
+    """A page's path is in the index file once, however many links the page holds: its link rows name it
+    by id."""
+    first = _commit(repo, {"hub.md": b"# Hub\n"})
+    index = link_index(repo)
+    index.build(first)
+    page = "wiki/" + "long-folder-name-" * 20 + "/" + "page-" * 40 + ".md"
+    second = _commit(repo, {page: b"see [[hub]] and [x](/hub.md)\n" * 200})
+    found = index.backlinks(repo.snapshot(second), "hub.md")  # the read brings the index forward
+    assert index.indexed() == second
+    assert [(f.path, f.line) for f in found or []] == [(page, n // 2 + 1) for n in range(400)]
+    assert _stored(repo.path / FILE_NAME, page.encode()) == 1
+
+
+def test_a_page_whose_links_would_outweigh_it_is_kept_as_costly(repo: WikiRepo) -> None:
+    """A page with more brackets than it may have link rows is costly without being parsed; one whose
+    parsed links would take over ``ROWS_FACTOR`` times its bytes is costly once parsed; both hold no link
+    row and are parsed by the reads that need them (the same answers). A page just within the bound keeps
+    its rows, and the index grows by no more than the bound."""
+    first = _commit(repo, {"hub.md": b"# Hub\n", "wiki/a.md": b"# A\n"})
+    index = link_index(repo)
+    index.build(first)
+    bracketed = b"[[hub]] " * 2000  # two brackets every 8 bytes
+    short = b"[x](a) " * 2000  # one bracket every 7 bytes, but a link row is more than 8 times that
+    assert short.count(b"[") * ROW_BYTES <= ROWS_FACTOR * len(short)
+    second = _commit(repo, {"wiki/bracketed.md": bracketed, "wiki/short.md": short})
+    for target in ("hub.md", "wiki/a.md"):
+        expected = find_backlinks(repo.snapshot(second), target)
+        assert len(expected) == 2000
+        assert index.backlinks(repo.snapshot(second), target) == expected
+    assert _costly(repo, "wiki/bracketed.md") == (1, 0)
+    assert _costly(repo, "wiki/short.md") == (1, 0)
+    within = b"[x](/hub.md) " * 5000
+    before = _size(repo.path / FILE_NAME)
+    third = _commit(repo, {"wiki/within.md": within})
+    assert len(index.backlinks(repo.snapshot(third), "hub.md") or []) == 2000 + 5000
+    assert _costly(repo, "wiki/within.md") == (0, 5000)
+    assert _size(repo.path / FILE_NAME) - before <= ROWS_FACTOR * len(within) + ROWS_FREE
+
+
+def test_a_read_marks_a_page_over_its_parse_caps_costly(repo: WikiRepo) -> None:
+    """A page a read brings into the index whose parse is over the read's per-call caps (lines) is kept
+    as costly: the read itself is not refused for it."""
+    first = _commit(repo, {"hub.md": b"# Hub\n", "zz.md": b""})
+    index = link_index(repo)
+    index.build(first)
+    big = b"[[hub]]\n" + b"l\n" * (Costs().parse_lines + 10)
+    second = _commit(repo, {"wiki/big.md": big})
+    assert index.backlinks(repo.snapshot(second), "zz.md") == []
+    assert index.indexed() == second
+    assert _costly(repo, "wiki/big.md") == (1, 0)
+
+
+def test_a_read_brings_forward_at_most_its_bytes_and_leaves_the_rest_to_a_child(repo: WikiRepo) -> None:
+    """Over ``READ_BYTES`` of changed pages, a read answers from the pages (None) and a child process
+    brings the index forward; the next read finds it there."""
+    first = _commit(repo, {"hub.md": b"# Hub\n"})
+    index = link_index(repo)
+    index.build(first)
+    second = _commit(repo, {"wiki/big.md": b"[[hub]]\n" + b"words and more words\n" * (READ_BYTES // 21 + 1)})
+    assert index.backlinks(repo.snapshot(second), "hub.md") is None
+    running = linkindex._CATCHING_UP[repo.path]
+    running.join(timeout=120)
+    assert not running.is_alive()
+    assert index.indexed() == second
+    assert index.backlinks(repo.snapshot(second), "hub.md") == find_backlinks(repo.snapshot(second), "hub.md")
+
+
+def test_a_read_out_of_budget_leaves_the_update_to_a_child_and_the_next_read_continues(
+    repo: WikiRepo,
+) -> None:
+    """A read whose budget runs out while it brings the index forward is OverBudget (QUERY_TOO_COSTLY for
+    the caller) and hands the update to a child process: the next read, under the same small budget,
+    answers from the index, with nothing left to bring forward."""
+    first = _commit(repo, {"hub.md": b"# Hub\n"})
+    index = link_index(repo)
+    index.build(first)
+    pages = {f"wiki/p{n}.md": b"[[hub]]\n" + b"some text\n" * 1000 for n in range(10)}  # 100 KB in all
+    second = _commit(repo, pages)
+    small = Costs(scan_bytes=30_000)
+    with active(Budget(small)), pytest.raises(OverBudget):
+        index.backlinks(repo.snapshot(second), "hub.md")
+    running = linkindex._CATCHING_UP[repo.path]
+    running.join(timeout=120)
+    assert not running.is_alive()
+    assert index.indexed() == second
+    expected = find_backlinks(repo.snapshot(second), "hub.md")
+    assert len(expected) == 10
+    with active(Budget(small)):
+        assert index.backlinks(repo.snapshot(second), "hub.md") == expected
+    assert linkindex._CATCHING_UP[repo.path] is running  # no update started again
+
+
+FORMER_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE links (
+    path TEXT NOT NULL, blob TEXT NOT NULL, ord INTEGER NOT NULL, key TEXT NOT NULL,
+    wikilink INTEGER NOT NULL, target TEXT NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL
+);
+CREATE TABLE files (path TEXT PRIMARY KEY, key TEXT NOT NULL);
+CREATE TABLE costly (path TEXT PRIMARY KEY, blob TEXT NOT NULL);
+"""
+
+
+def test_an_index_of_another_format_is_built_again(repo: WikiRepo) -> None:
+    """An index file of the former format (paths in every link row) holds no commit for this code, and
+    the next build makes an index of the current format in its place."""
+    commit = _commit(repo, {"hub.md": b"# Hub\n", "wiki/p.md": b"[[hub]]\n"})
+    with contextlib.closing(sqlite3.connect(repo.path / FILE_NAME)) as db:
+        db.executescript(FORMER_SCHEMA)
+        db.execute("INSERT INTO meta VALUES ('format', '1'), ('commit', ?)", (commit,))
+        db.commit()
+    index = link_index(repo)
+    assert index.indexed() is None
+    index.build(commit)
+    assert index.indexed() == commit
+    assert index.backlinks(repo.snapshot(commit), "hub.md") == find_backlinks(repo.snapshot(commit), "hub.md")
 
 
 def _big_wiki(path: Path) -> str:

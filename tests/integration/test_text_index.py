@@ -1,7 +1,10 @@
-"""The text index behind literal search: the same hits as grepping every page, kept at each commit."""
+"""The text index behind literal search: the same hits as grepping every page, kept at each commit, each
+path stored once, brought forward by a search only within its bytes and budget."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -9,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worker.engine import NewFile, Plan, blob_id
+from worker.engine.budget import Budget, OverBudget, active
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.search import _grep
-from worker.git.textindex import FILE_NAME
+from worker.git.textindex import FILE_NAME, READ_BYTES, TextIndex
+from worker.schema.edits import Costs
 
 TESTER = Identity("t", "t@x")
 WORDS = [
@@ -86,3 +91,82 @@ def test_indexed_search_equals_grep(
     grepped = _grep(repo, commit, query, case_sensitive, prefix, 1000, None)
     assert [h[:4] for h in indexed] == [h[:4] for h in grepped]
     store.close()
+
+
+def _built(index: TextIndex) -> None:
+    """Wait for the index's background update to end."""
+    running = index._building
+    assert running is not None
+    running.join(timeout=120)
+    assert not running.is_alive()
+
+
+def test_each_path_is_stored_once(repo: WikiRepo) -> None:
+    """A page's path is in the index file once (the text is stored under its id)."""
+    first = _commit(repo, {"index.md": b"# Index\n"})
+    index = repo.text_index()
+    index.build(first)
+    page = "wiki/" + "long-folder-name-" * 20 + "/" + "page-" * 40 + ".md"
+    second = _commit(repo, {page: b"about Redis\n" * 100})
+    assert index.candidates(second, "redis") == [page]
+    with contextlib.closing(sqlite3.connect(repo.path / FILE_NAME)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert (repo.path / FILE_NAME).read_bytes().count(page.encode()) == 1
+
+
+def test_a_search_brings_forward_at_most_its_bytes_and_leaves_the_rest_to_the_background(
+    repo: WikiRepo,
+) -> None:
+    """Over ``READ_BYTES`` of changed text, a search greps (the same hits) and a background thread brings
+    the index forward; the next search answers from the index."""
+    first = _commit(repo, {"wiki/a.md": b"about Redis\n"})
+    index = repo.text_index()
+    index.build(first)
+    pages = {f"wiki/big/{n}.md": b"redis\n" + b"words " * (READ_BYTES // 6 // 4) for n in range(5)}
+    second = _commit(repo, pages)
+    assert index.candidates(second, "redis") is None
+    _built(index)
+    assert index.indexed() == second
+    assert index.candidates(second, "redis") == ["wiki/a.md", *sorted(pages)]
+    hits = repo.search(second, "Redis", limit=100)
+    assert [h[:4] for h in hits] == [h[:4] for h in _grep(repo, second, "Redis", False, "", 100, None)]
+
+
+def test_a_search_out_of_budget_leaves_the_update_to_the_background_and_the_next_continues(
+    repo: WikiRepo,
+) -> None:
+    """A search whose budget runs out while it brings the index forward is OverBudget (QUERY_TOO_COSTLY
+    for the caller) and hands the update to the background: the next search, under the same small
+    budget, answers from the index, with nothing left to bring forward."""
+    first = _commit(repo, {"wiki/a.md": b"about Redis\n"})
+    index = repo.text_index()
+    index.build(first)
+    second = _commit(repo, {f"wiki/p{n}.md": b"redis\n" + b"some text\n" * 1000 for n in range(10)})
+    small = Costs(scan_bytes=30_000)
+    with active(Budget(small)), pytest.raises(OverBudget):
+        index.candidates(second, "redis")
+    running = index._building
+    _built(index)
+    assert index.indexed() == second
+    with active(Budget(small)):
+        assert index.candidates(second, "redis") == ["wiki/a.md", *[f"wiki/p{n}.md" for n in range(10)]]
+    assert index._building is running  # no update started again
+
+
+def test_an_index_of_another_format_is_built_again(repo: WikiRepo) -> None:
+    """An index file of the former format (each path in the text table and in a table of its own) holds
+    no commit for this code, and the next build makes an index of the current format in its place."""
+    commit = _commit(repo, {"wiki/a.md": b"about Redis\n"})
+    with contextlib.closing(sqlite3.connect(repo.path / FILE_NAME)) as db:
+        db.executescript(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "CREATE VIRTUAL TABLE pages USING fts5(path UNINDEXED, body, tokenize='trigram');"
+            "CREATE TABLE paths (path TEXT PRIMARY KEY, row INTEGER NOT NULL);"
+        )
+        db.execute("INSERT INTO meta VALUES ('commit', ?)", (commit,))
+        db.commit()
+    index = repo.text_index()
+    assert index.indexed() is None
+    index.build(commit)
+    assert index.indexed() == commit
+    assert index.candidates(commit, "redis") == ["wiki/a.md"]

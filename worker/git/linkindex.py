@@ -7,28 +7,40 @@ target)`` first brings it to the snapshot's commit by comparing the two commits'
 what changed: only the changed pages are parsed again), then answers exactly what
 ``engine.backlinks.find_backlinks`` answers (same links, same order, same lines and text).
 
-What it holds, per page (``.md`` path) of the indexed commit: each page link outside code
-(``engine.backlinks.parse_links``) with its position, line, source text, kind and path as written, and a
-*key*: the file name, lower-cased and without ``.md``, that every file the link can resolve to has
-(``link_key``); and per file, its key. Resolution itself depends on the other files of the wiki (a bare
-name is ambiguous while two files have it), so it is not stored: it is done at read time, for the links
-whose key is the target's only, against the files with that key (the only ones resolution can find for
-such a link). A page added or deleted elsewhere therefore changes no link row.
+What it holds: per file of the indexed commit, one row (``files``): its path, stored once (found by a
+hash of it), its *key* (``link_key``), its blob id, and whether it is *costly*; per page (``.md`` path),
+each page link outside code (``engine.backlinks.parse_links``) with the id of its page, its position,
+line, source text, kind and path as written, and its key: the file name, lower-cased and without ``.md``,
+that every file the link can resolve to has. Resolution itself depends on the other files of the wiki (a
+bare name is ambiguous while two files have it), so it is not stored: it is done at read time, for the
+links whose key is the target's only, against the files with that key (the only ones resolution can find
+for such a link). A page added or deleted elsewhere therefore changes no link row.
 
-A page its parse would take over the default costs (``engine.budget``) is kept as *costly* instead: a
-read parses it then, under its own budget, when it mentions the target's name, as it would without the
-index. A read brings the index forward itself when at most ``READ_CHANGES`` files changed since the
-indexed commit; further behind (a large push), it answers from the pages and a child process brings the
-index forward (``catch_up``).
+Size: a page's link rows may take at most ``ROWS_FACTOR`` times its bytes plus ``ROWS_FREE``, each link
+counted as ``row_bytes``: ``ROW_BYTES`` beside the strings it stores (its key twice, its path as written,
+its text), those with a quarter more. A page over that, or one whose parse would take over the costs it is
+parsed under (``engine.budget``), is kept as *costly* instead, with no link row: a read parses it then,
+under its own budget, when it mentions the target's name, as it would without the index. A page with more
+``[`` than it may have link rows is costly without being parsed (every link starts with one). So the
+index is at most ``ROWS_FACTOR`` times the bytes of the wiki's pages, plus ``ROWS_FREE`` per page and a
+row per file (its path, key and blob id).
 
-Derived data, never trusted over git: the rows of a page carry its blob id and a read checks each against
-the snapshot (a mismatch, a row SQLite cannot read, or an indexed commit git no longer has drop the index
-file; it is rebuilt in the background, and reads answer from the pages meanwhile). Its size follows the
-number of files and links of the head (one row each). Building it the first time parses every page that
-holds a ``[`` once (seconds on 100 000 pages): ``build`` does it, run off the request path
-(``worker.git.warmup``); until then ``backlinks`` answers None and the caller reads the pages. Several
-processes may share a repository: SQLite's locks serialise the updates, each re-reads the indexed commit
-inside its write transaction. Deleting the file is safe.
+What a read pays for: it brings the index forward itself only over at most ``READ_CHANGES`` changed files
+holding at most ``READ_BYTES`` of pages, inside its own budget (the budget in force: the pages' bytes
+count as scanned, their parses as the read's CPU); further behind (a large push), it answers from the
+pages and a child process brings the index forward (``catch_up``), and reads answer from the pages until
+it is done. A read whose budget runs out while bringing the index forward is ``OverBudget`` (its update is
+rolled back) and hands the update to that child too, so the next read finds it done or under way and
+never starts it over. The child parses each page under a default budget of its own.
+
+Derived data, never trusted over git: a page's blob id is checked against the snapshot by a read of its
+rows (a mismatch, a row SQLite cannot read, or an indexed commit git no longer has drop the index
+file; it is rebuilt in the background, and reads answer from the pages meanwhile). Building it the first
+time parses every page that holds a ``[`` once (seconds on 100 000 pages): ``build`` does it, run off the
+request path (``worker.git.warmup``); until then ``backlinks`` answers None and the caller reads the pages.
+Several processes may share a repository: SQLite's locks serialise the updates, each re-reads the indexed
+commit inside its write transaction. Deleting the file is safe, and a file of another format (``FORMAT``)
+is emptied and built again.
 """
 
 from __future__ import annotations
@@ -39,48 +51,51 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worker.engine.backlinks import Found, parse_links
-from worker.engine.budget import Budget, OverBudget, active
+from worker.engine.budget import Budget, OverBudget, active, checked, current
 from worker.engine.markdown import FileIndex, Link
 from worker.engine.markdown.links import resolve_markdown, resolve_wikilink
 from worker.engine.mentions import is_page, link_needles
 from worker.git.grep import iter_blobs
 from worker.git.reader import ObjectReader
 from worker.git.snapshot import READ_MANY_FROM
-from worker.git.textindex import _changed
+from worker.git.textindex import FarBehind, Reading, _changed, file_id, open_index, path_hash
 
 if TYPE_CHECKING:
     from worker.git.snapshot import Snapshot
 
 FILE_NAME = "wikiq-links.sqlite"
-FORMAT = "1"  # of the rows; an index of another format is rebuilt
+FORMAT = 2  # of the tables (SQLite's user_version); a file of another format is emptied and built again
 CHUNK = 2000  # blobs read with one git cat-file
 ANY_SIZE = 1 << 62  # every page is parsed, as the backlinks read parses it
 READ_CHANGES = 2000  # files changed since the indexed commit that a read brings forward itself
+READ_BYTES = 512 * 1024  # ... and bytes of pages among them
+ROW_BYTES = 48  # what one link row takes beside its strings: ids, numbers, its entry in links_key
+ROWS_FACTOR = 8  # a page's link rows take at most this many times its bytes ...
+ROWS_FREE = 512  # ... plus this many bytes, however short the page
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS links (
-    path TEXT NOT NULL, blob TEXT NOT NULL, ord INTEGER NOT NULL, key TEXT NOT NULL,
-    wikilink INTEGER NOT NULL, target TEXT NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY, hash INTEGER NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL,
+    blob TEXT NOT NULL, costly INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS links_key ON links (key);
-CREATE INDEX IF NOT EXISTS links_path ON links (path);
-CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, key TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS costly (path TEXT PRIMARY KEY, blob TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_hash ON files (hash);
 CREATE INDEX IF NOT EXISTS files_key ON files (key);
+CREATE INDEX IF NOT EXISTS files_costly ON files (costly) WHERE costly = 1;
+CREATE TABLE IF NOT EXISTS links (
+    file INTEGER NOT NULL, ord INTEGER NOT NULL, key TEXT NOT NULL, wikilink INTEGER NOT NULL,
+    target TEXT NOT NULL, line INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (file, ord)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS links_key ON links (key);
 """
 
 
 class Untrusted(Exception):
     """The index disagrees with git, or SQLite cannot read it: it is dropped and built again."""
-
-
-class FarBehind(Exception):
-    """More changed since the indexed commit than a read brings forward itself (``READ_CHANGES``)."""
 
 
 def name_key(name: str) -> str:
@@ -126,11 +141,7 @@ class LinkIndex:
         self.path = Path(repo.path) / FILE_NAME
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=OFF")  # a cache: a torn index is rebuilt, never trusted
-        db.executescript(_SCHEMA)
-        return db
+        return open_index(self.path, _SCHEMA, FORMAT)
 
     def discard(self) -> None:
         """Delete the index (its file and SQLite's side files)."""
@@ -152,7 +163,8 @@ class LinkIndex:
             return None
 
     def build(self, commit: str) -> None:
-        """Bring the index to ``commit`` now (from scratch when it holds nothing or cannot be trusted)."""
+        """Bring the index to ``commit`` now, whatever changed (from scratch when it holds nothing or cannot
+        be trusted), each page parsed under a default budget of its own."""
         for _ in range(2):
             try:
                 with contextlib.closing(self._connect()) as db:
@@ -165,19 +177,28 @@ class LinkIndex:
 
     def backlinks(self, snapshot: Snapshot, target: str) -> list[Found] | None:
         """Every link at ``snapshot`` that resolves to ``target``, as ``find_backlinks`` answers them; None
-        when the index cannot answer (not built yet, a snapshot git cannot read on its own, or the index
-        was found untrustworthy and dropped): the caller reads the pages."""
+        when the index cannot answer (not built yet, a snapshot git cannot read on its own, too far behind
+        to bring forward within this read, or found untrustworthy and dropped): the caller reads the
+        pages. Bringing the index forward and parsing its costly pages are charged to the budget in force;
+        ``OverBudget`` when it runs out (see the module)."""
         if snapshot.commit is None or self.repo.pending() or self.indexed() is None:
             return None
         key = name_key(target.rsplit("/", 1)[-1])
         try:
             with contextlib.closing(self._connect()) as db:
-                self._bring_to(db, snapshot.commit, READ_CHANGES)
+                reading = Reading(current(), READ_BYTES, "bringing the link index forward")
+                try:
+                    self._bring_to(db, snapshot.commit, reading)
+                except OverBudget:
+                    catch_up(self.repo, snapshot.commit)  # the read cannot afford it: the child goes on
+                    raise
                 rows = db.execute(
-                    "SELECT path, blob, ord, wikilink, target, line, text FROM links WHERE key = ?", (key,)
+                    "SELECT files.path, files.blob, ord, wikilink, target, line, text "
+                    "FROM links JOIN files ON files.id = links.file WHERE links.key = ?",
+                    (key,),
                 ).fetchall()
                 named = [row[0] for row in db.execute("SELECT path FROM files WHERE key = ?", (key,))]
-                costly = db.execute("SELECT path, blob FROM costly").fetchall()
+                costly = db.execute("SELECT path, blob FROM files WHERE costly = 1").fetchall()
             rows += _costly_rows(snapshot, target, key, costly)
             return _resolved(snapshot, target, sorted(rows), named)
         except FarBehind:
@@ -189,24 +210,27 @@ class LinkIndex:
             self.discard()
             return None
 
-    def _bring_to(self, db: sqlite3.Connection, commit: str, most: int | None = None) -> None:
-        """Bring the index to ``commit``; ``FarBehind`` when more than ``most`` files changed since (found
-        before taking the write lock, so a read never waits for a long update under way)."""
+    def _bring_to(self, db: sqlite3.Connection, commit: str, reading: Reading | None = None) -> None:
+        """Bring the index to ``commit``. A read (``reading``) gets ``FarBehind`` instead when a child
+        brings the index forward already or more than ``READ_CHANGES`` files changed (both found before
+        taking the write lock, so a read never waits for a long update under way), or once the changed
+        pages take in over its bytes."""
         old = _indexed(db)
         if old == commit:
             return
-        if most is not None and len(self._changes(old, commit, most + 1)) > most:
-            raise FarBehind(f"over {most} files changed since {old}")
+        if reading is not None:
+            if catching_up(self.repo):
+                raise FarBehind("the index is being brought forward in the background")
+            if len(self._changes(old, commit, READ_CHANGES + 1)) > READ_CHANGES:
+                raise FarBehind(f"over {READ_CHANGES} files changed since {old}")
         db.execute("BEGIN IMMEDIATE")
         try:
             old = _indexed(db)
             if old != commit:
                 if old is None:
-                    db.execute("DELETE FROM links")  # rows of another format
+                    db.execute("DELETE FROM links")
                     db.execute("DELETE FROM files")
-                    db.execute("DELETE FROM costly")
-                self._apply(db, self._changes(old, commit))
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (FORMAT,))
+                self._apply(db, self._changes(old, commit), reading)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
             db.execute("COMMIT")
         except BaseException:
@@ -220,52 +244,105 @@ class LinkIndex:
         old_tree = self.repo.tree_of(old) if old is not None else None
         return list(itertools.islice(_changed(self.repo, old_tree, self.repo.tree_of(commit)), most))
 
-    def _apply(self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]]) -> None:
-        pending: list[tuple[str, str | None]] = []
-        for change in changes:
-            path, oid = change
-            db.execute("DELETE FROM files WHERE path = ?", (path,))
-            if oid is not None:
-                db.execute("INSERT INTO files VALUES (?, ?)", (path, name_key(path.rsplit("/", 1)[-1])))
+    def _apply(
+        self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]], reading: Reading | None
+    ) -> None:
+        pending: list[tuple[int, str, str]] = []  # (file id, path, blob id) of the pages to parse
+        for path, oid in changes:
+            found = file_id(db, path)
+            if found is not None:
+                db.execute("DELETE FROM links WHERE file = ?", (found,))
+                db.execute("DELETE FROM files WHERE id = ?", (found,))
+            if oid is None:
+                continue
+            key = name_key(path.rsplit("/", 1)[-1])
+            cursor = db.execute(
+                "INSERT INTO files (hash, path, key, blob, costly) VALUES (?, ?, ?, ?, 0)",
+                (path_hash(path), path, key, oid),
+            )
             if is_page(path):
-                pending.append(change)
+                pending.append((int(cursor.lastrowid or 0), path, oid))
             if len(pending) >= CHUNK:
-                self._write(db, pending)
+                self._write(db, pending, reading)
                 pending = []
-        self._write(db, pending)
+        self._write(db, pending, reading)
 
-    def _write(self, db: sqlite3.Connection, changes: list[tuple[str, str | None]]) -> None:
-        db.executemany("DELETE FROM links WHERE path = ?", [(path,) for path, _ in changes])
-        db.executemany("DELETE FROM costly WHERE path = ?", [(path,) for path, _ in changes])
-        added = [(path, oid) for path, oid in changes if oid is not None]
-        rows = []
-        oids = [oid for _, oid in added]
+    def _write(
+        self, db: sqlite3.Connection, pages: list[tuple[int, str, str]], reading: Reading | None
+    ) -> None:
+        """The link rows of ``pages`` (each row of ``files`` is there already), or their costly mark."""
+        oids = [oid for _, _, oid in pages]
+        blobs: Generator[bytes | None, None, None]
         if len(oids) < READ_MANY_FROM:  # a commit's few pages: from the packs in process
-            blobs: Iterable[bytes | None] = [self.repo.read_blob(oid) for oid in oids]
+            blobs = (self.repo.read_blob(oid) for oid in oids)
         else:
             blobs = iter_blobs(self.repo.path, oids, ANY_SIZE)
-        for (path, oid), data in zip(added, blobs, strict=True):
-            if data is None or b"[" not in data:  # every link form starts with a bracket
-                continue
-            try:
-                with active(Budget()):  # each page within the default costs, whoever brings the index
-                    links = parse_links(data)
-            except OverBudget:  # parsed at read time instead, when it mentions the name asked for
-                db.execute("INSERT INTO costly VALUES (?, ?)", (path, oid))
-                continue
-            rows += [(path, oid, *row) for row in _link_rows(links, path)]
-        db.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        rows: list[tuple[int, int, str, int, str, int, str]] = []
+        costly: list[tuple[int]] = []
+        try:
+            for (file, path, _), data in zip(pages, blobs, strict=True):
+                assert data is not None  # no size is over ANY_SIZE
+                if reading is not None:
+                    reading.take(len(data))
+                if b"[" not in data:  # every link form starts with a bracket
+                    continue
+                found = _page_rows(data, path, reading.spend if reading is not None else None)
+                if found is None:
+                    costly.append((file,))
+                else:
+                    rows += [(file, *row) for row in found]
+        finally:
+            blobs.close()
+        db.executemany("UPDATE files SET costly = 1 WHERE id = ?", costly)
+        db.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def _indexed(db: sqlite3.Connection) -> str | None:
-    found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('commit', 'format')").fetchall())
-    return found.get("commit") if found.get("format") == FORMAT else None
+    row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+    return None if row is None else str(row[0])
 
 
 Row = tuple[str, str, int, int, str, int, str]  # path, blob, ord, wikilink, link path, line, text
+LinkRow = tuple[int, str, int, str, int, str]  # ord, key, wikilink, link path, line, text
 
 
-def _link_rows(links: list[Link], page: str) -> Iterator[tuple[int, str, int, str, int, str]]:
+def _page_rows(data: bytes, page: str, spend: Budget | None) -> list[LinkRow] | None:
+    """The link rows of ``page`` (its bytes ``data``), or None when it is costly (see the module): its
+    rows would take over ``ROWS_FACTOR`` times its bytes plus ``ROWS_FREE``, or its parse over the costs
+    of ``spend`` (a read's budget, whose running out is ``OverBudget``) or of a default budget of its own
+    (None)."""
+    most = ROWS_FACTOR * len(data) + ROWS_FREE
+    if data.count(b"[") * ROW_BYTES > most:  # more links may start here than rows the page may take
+        return None
+    try:
+        with active(spend if spend is not None else Budget()):
+            links = parse_links(data)
+    except OverBudget:
+        if spend is not None and _spent(spend):
+            raise  # the read's budget ran out, not this page's own parse
+        return None
+    rows = list(_link_rows(links, page))
+    taken = 0
+    for _, key, _, target, _, text in rows:
+        taken += row_bytes(key, target, text)
+        if taken > most:
+            return None
+    return rows
+
+
+def row_bytes(key: str, target: str, text: str) -> int:
+    """What one link row is counted as taking in the file: ``ROW_BYTES``, and its strings (the key twice:
+    in the row and in ``links_key``) with a quarter more, for the room SQLite's pages leave free."""
+    strings = 2 * len(key.encode()) + len(target.encode()) + len(text.encode())
+    return ROW_BYTES + strings * 5 // 4
+
+
+def _spent(spend: Budget) -> bool:
+    """True when ``spend`` is out of CPU time or of bytes to scan (not merely refusing one call)."""
+    return spend.scanned > spend.costs.scan_bytes or spend.cpu() > spend.costs.cpu_seconds
+
+
+def _link_rows(links: list[Link], page: str) -> Iterator[LinkRow]:
     """``(ord, key, wikilink, link path, line, text)`` of each of ``links`` (of ``page``) that may resolve."""
     for ord_, link in enumerate(links):
         key = link_key(link, page)
@@ -274,11 +351,13 @@ def _link_rows(links: list[Link], page: str) -> Iterator[tuple[int, str, int, st
 
 
 def _costly_rows(snapshot: Snapshot, target: str, key: str, costly: list[tuple[str, str]]) -> list[Row]:
-    """The rows of key ``key`` of the pages too costly to parse when indexed, for those among them that
-    mention the target's name (``mentions.link_needles``, as ``find_backlinks`` picks its pages), parsed
-    now under the read's budget (``OverBudget`` when the read cannot afford one, as without the index)."""
+    """The rows of key ``key`` of the costly pages, for those among them that mention the target's name
+    (``mentions.link_needles``, as ``find_backlinks`` picks its pages), parsed now under the read's budget
+    (each page read is charged as scanned; ``OverBudget`` when the read cannot afford one, as without the
+    index)."""
     needles = link_needles([target])
     wanted = None if needles is None else [needle.encode() for needle in needles]
+    spend = current()
     rows: list[Row] = []
     for path, blob in costly:
         version = snapshot.version(path)
@@ -287,6 +366,7 @@ def _costly_rows(snapshot: Snapshot, target: str, key: str, costly: list[tuple[s
                 continue
             raise Untrusted(f"the index holds {blob} for {path!r}, git {version}")
         data = snapshot.read(path)
+        spend.scan(len(data), f"the backlinks in {path!r}")
         if wanted is not None and not any(needle in data.lower() for needle in wanted):
             continue
         for ord_, found, wikilink, link_path, line, text in _link_rows(parse_links(data), path):
@@ -301,15 +381,15 @@ def _resolved(snapshot: Snapshot, target: str, rows: list[Row], named: list[str]
     ``named``: the files whose name has the target's key. Every file a link of that key may resolve to has
     it, so resolving against those files alone answers what resolving against every file would."""
     files = FileIndex(path for path in named if snapshot.version(path) is not None)
-    checked: dict[str, bool] = {}
+    seen: dict[str, bool] = {}
     found = []
-    for path, blob, _, wikilink, link_path, line, text in rows:
-        present = checked.get(path)
+    for path, blob, _, wikilink, link_path, line, text in checked(rows, "resolving the backlinks"):
+        present = seen.get(path)
         if present is None:
             version = snapshot.version(path)
             if version is not None and version != blob:
                 raise Untrusted(f"the index holds {blob} for {path!r}, git {version}")
-            present = checked[path] = version is not None
+            present = seen[path] = version is not None
         if not present:
             continue
         resolution = (
@@ -322,6 +402,13 @@ def _resolved(snapshot: Snapshot, target: str, rows: list[Row], named: list[str]
 
 _CATCHING_UP: dict[Path, threading.Thread] = {}
 _CATCHING_UP_LOCK = threading.Lock()
+
+
+def catching_up(repo: ObjectReader) -> bool:
+    """True while a child process started here brings ``repo``'s link index forward."""
+    with _CATCHING_UP_LOCK:
+        running = _CATCHING_UP.get(repo.path)
+        return running is not None and running.is_alive()
 
 
 def catch_up(repo: ObjectReader, commit: str) -> None:

@@ -10,20 +10,38 @@ order. Building it the first time reads every page once (seconds on 100 000 page
 background, and until it is ready ``candidates`` answers None (the caller then greps). A small wiki (under
 ``INDEX_FROM_BYTES`` of packed objects) is never indexed: grepping it is as fast.
 
-Files git takes for binary (a NUL byte in their first 8000 bytes) are not indexed, like ``git grep -I``.
+What a search pays for: it brings the index forward itself only over at most ``READ_CHANGES`` changed
+files holding at most ``READ_BYTES`` of text, within its own budget (``worker.engine.budget``: the bytes
+taken in count as scanned, the CPU is checked after each page); further behind, it answers None (the
+caller greps, within the same budget) and a thread brings the index forward in the background, where
+SQLite's work runs without the GIL. A search whose budget runs out while bringing the index forward is
+``OverBudget`` (its update is rolled back) and leaves the update to that thread too, so the next search
+finds it done or under way and never starts it over.
+
+What it holds: each indexed path once (``files``: an id, the path and a hash of it to find it by), and
+per path its text in the FTS5 table under that id. Its size is the pages' text, which phrase matching
+reads back, plus FTS5's trigram index of it (every trigram's positions: several times the text, the most
+for text whose trigrams all differ), plus one row per path; nothing grows with how often a page is read.
+Files git takes for binary (a NUL byte in their first 8000 bytes) and files over ``SEARCH_FILE_BYTES``
+(which search never reads) are not indexed, like ``git grep -I``.
+
 Several processes may share a repository (one data directory): SQLite's locks serialise the updates, each
-re-reads the indexed commit inside its write transaction. The index is a cache: deleting the file is safe.
+re-reads the indexed commit inside its write transaction. The index is a cache: deleting the file is safe,
+and a file of another format (``FORMAT``) is emptied and built again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.engine.budget import Budget, OverBudget, current
 from worker.git.grep import SEARCH_FILE_BYTES, iter_blobs
 from worker.git.objects import TREE_MODE
 
@@ -31,16 +49,98 @@ if TYPE_CHECKING:
     from worker.git.reader import ObjectReader
 
 FILE_NAME = "wikiq-text.sqlite"
+FORMAT = 2  # of the tables (SQLite's user_version); a file of another format is emptied and built again
 MIN_NEEDLE = 3  # the trigram tokenizer finds nothing shorter
 INDEX_FROM_BYTES = 4 * 1024 * 1024  # packed objects of a wiki worth indexing (~10 000 pages and up)
+READ_CHANGES = 2000  # files changed since the indexed commit that a search brings forward itself
+READ_BYTES = 256 * 1024  # ... and bytes of text among them
 BINARY_PROBE = 8000
 CHUNK = 2000  # blobs read with one git cat-file
 GITLINK_MODE = 0o160000
+WAL_BYTES = 4 * 1024 * 1024  # an index's write-ahead log is cut back to this once checkpointed
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS pages USING fts5(path UNINDEXED, body, tokenize='trigram');
-CREATE TABLE IF NOT EXISTS paths (path TEXT PRIMARY KEY, row INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS files (id INTEGER PRIMARY KEY, hash INTEGER NOT NULL, path TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_hash ON files (hash);
+CREATE VIRTUAL TABLE IF NOT EXISTS pages USING fts5(body, tokenize='trigram');
 """
+
+
+class FarBehind(Exception):
+    """More changed since the indexed commit than a read brings forward itself, or an update is under way
+    in the background: the read answers without the index."""
+
+
+class Reading:
+    """A read bringing an index forward: the budget it runs under, and the bytes of changed files it may
+    still take in (``FarBehind`` past them)."""
+
+    def __init__(self, spend: Budget, most: int, where: str) -> None:
+        self.spend = spend
+        self.most = most
+        self.left = most
+        self.where = where
+
+    def take(self, count: int) -> None:
+        """Take in ``count`` more bytes: charged to the budget as scanned, ``FarBehind`` past ``most``."""
+        self.left -= count
+        if self.left < 0:
+            raise FarBehind(f"over {self.most} bytes changed since the indexed commit")
+        self.spend.scan(count, self.where)
+
+
+def open_index(path: Path, schema: str, version: int) -> sqlite3.Connection:
+    """A connection to the index file at ``path`` holding the tables of ``schema`` (statements without a
+    ``;`` inside); a file whose format (``PRAGMA user_version``) is not ``version`` has its tables dropped
+    first, so it is built again from nothing. A cache: WAL without fsync, the log cut back to
+    ``WAL_BYTES``."""
+    db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=OFF")  # a torn index is rebuilt, never trusted
+        db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
+        if _format(db) != version:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if _format(db) != version:
+                    _drop_tables(db)
+                    for statement in schema.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version={int(version)}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _format(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _drop_tables(db: sqlite3.Connection) -> None:
+    """Drop every table (virtual ones first: dropping one drops its shadow tables)."""
+    tables = db.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    tables.sort(key=lambda table: not str(table[1]).upper().startswith("CREATE VIRTUAL"))
+    for name, _ in tables:
+        db.execute('DROP TABLE IF EXISTS "{}"'.format(name.replace('"', '""')))
+
+
+def path_hash(path: str) -> int:
+    """What an index finds a path by (a signed 64-bit hash, so the path itself is stored once)."""
+    return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def file_id(db: sqlite3.Connection, path: str) -> int | None:
+    """The id of ``path`` in the index's ``files`` table, or None when it has none."""
+    row = db.execute("SELECT id FROM files WHERE hash = ? AND path = ?", (path_hash(path), path)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _phrase(needle: str) -> str:
@@ -85,35 +185,54 @@ class TextIndex:
         self._building: threading.Thread | None = None
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=OFF")  # a cache: a torn index is rebuilt, never trusted (see meta)
-        db.executescript(_SCHEMA)
-        return db
+        return open_index(self.path, _SCHEMA, FORMAT)
+
+    def discard(self) -> None:
+        """Delete the index (its file and SQLite's side files)."""
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{self.path}{suffix}").unlink()
 
     def indexed(self) -> str | None:
         """The commit the index holds, or None when it has none yet."""
         if not self.path.exists():
             return None
         with contextlib.closing(self._connect()) as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-        return None if row is None else str(row[0])
+            return _indexed(db)
 
     def candidates(self, commit: str, needle: str, prefix: str = "", after: str = "") -> list[str] | None:
         """Paths at ``commit`` under ``prefix``, from ``after`` on, whose text may hold ``needle``, in path
-        order; None when the index cannot answer (a short needle, or not built yet: the caller greps)."""
+        order; None when the index cannot answer (a short needle, not built yet, too far behind to bring
+        forward within this read, or unreadable: the caller greps). Bringing the index forward is charged
+        to the budget in force; ``OverBudget`` when it runs out (see the module)."""
         if len(needle) < MIN_NEEDLE:
             return None
-        if self.indexed() is None:
-            if self._packed_bytes() >= INDEX_FROM_BYTES:
-                self._build_in_background(commit)
+        try:
+            if self.indexed() is None:
+                if self._packed_bytes() >= INDEX_FROM_BYTES:
+                    self._build_in_background(commit)
+                return None
+            with contextlib.closing(self._connect()) as db:
+                try:
+                    self._bring_to(
+                        db, commit, Reading(current(), READ_BYTES, "bringing the search index forward")
+                    )
+                except OverBudget:
+                    self._build_in_background(commit)  # the read cannot afford it: the background goes on
+                    raise
+                rows = db.execute(
+                    "SELECT path FROM files WHERE id IN (SELECT rowid FROM pages WHERE pages MATCH ?) "
+                    "AND path >= ? AND path >= ? ORDER BY path",
+                    (_phrase(needle), prefix, after),
+                ).fetchall()
+        except FarBehind:
+            self._build_in_background(commit)
             return None
-        with contextlib.closing(self._connect()) as db:
-            self._bring_to(db, commit)
-            rows = db.execute(
-                "SELECT path FROM pages WHERE body MATCH ? AND path >= ? AND path >= ? ORDER BY path",
-                (_phrase(needle), prefix, after),
-            ).fetchall()
+        except sqlite3.OperationalError:
+            return None  # busy (another process's long update) or unreadable now: grep
+        except sqlite3.DatabaseError:
+            self.discard()  # not a database any more: built again from nothing
+            return None
         return [row[0] for row in rows if row[0].startswith(prefix)]
 
     def _packed_bytes(self) -> int:
@@ -125,9 +244,14 @@ class TextIndex:
         return total
 
     def build(self, commit: str) -> None:
-        """Bring the index to ``commit`` now (from scratch when it holds nothing)."""
+        """Bring the index to ``commit`` now, whatever changed (from scratch when it holds nothing)."""
         with contextlib.closing(self._connect()) as db:
             self._bring_to(db, commit)
+
+    def updating(self) -> bool:
+        """True while this object's background update runs."""
+        with self._lock:
+            return self._building is not None and self._building.is_alive()
 
     def _build_in_background(self, commit: str) -> None:
         with self._lock:
@@ -137,43 +261,74 @@ class TextIndex:
                 )
                 self._building.start()
 
-    def _bring_to(self, db: sqlite3.Connection, commit: str) -> None:
-        row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-        if row is not None and row[0] == commit:
+    def _bring_to(self, db: sqlite3.Connection, commit: str, reading: Reading | None = None) -> None:
+        """Bring the index to ``commit``. A read (``reading``) gets ``FarBehind`` instead when an update
+        runs in the background or more than ``READ_CHANGES`` files changed (both found before taking the
+        write lock, so it never waits for a long update), or once the changes take in over its bytes."""
+        old = _indexed(db)
+        if old == commit:
             return
+        if reading is not None:
+            if self.updating():
+                raise FarBehind("the index is being brought forward in the background")
+            if len(list(itertools.islice(self._changes(old, commit), READ_CHANGES + 1))) > READ_CHANGES:
+                raise FarBehind(f"over {READ_CHANGES} files changed since {old}")
         db.execute("BEGIN IMMEDIATE")
         try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-            if row is None or row[0] != commit:
-                old_tree = self.repo.tree_of(row[0]) if row is not None else None
-                self._apply(db, _changed(self.repo, old_tree, self.repo.tree_of(commit)))
+            old = _indexed(db)
+            if old != commit:
+                if old is None:
+                    db.execute("DELETE FROM pages")
+                    db.execute("DELETE FROM files")
+                self._apply(db, self._changes(old, commit), reading)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
-    def _apply(self, db: sqlite3.Connection, changes: Iterator[tuple[str, str | None]]) -> None:
+    def _changes(self, old: str | None, commit: str) -> Iterator[tuple[str, str | None]]:
+        old_tree = self.repo.tree_of(old) if old is not None else None
+        return _changed(self.repo, old_tree, self.repo.tree_of(commit))
+
+    def _apply(
+        self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]], reading: Reading | None
+    ) -> None:
         pending: list[tuple[str, str | None]] = []
         for change in changes:
             pending.append(change)
             if len(pending) >= CHUNK:
-                self._write(db, pending)
+                self._write(db, pending, reading)
                 pending = []
-        self._write(db, pending)
+        self._write(db, pending, reading)
 
-    def _write(self, db: sqlite3.Connection, changes: list[tuple[str, str | None]]) -> None:
+    def _write(
+        self, db: sqlite3.Connection, changes: list[tuple[str, str | None]], reading: Reading | None
+    ) -> None:
         for path, _ in changes:
-            row = db.execute("SELECT row FROM paths WHERE path = ?", (path,)).fetchone()
-            if row is not None:
-                db.execute("DELETE FROM pages WHERE rowid = ?", (row[0],))
-                db.execute("DELETE FROM paths WHERE path = ?", (path,))
+            found = file_id(db, path)
+            if found is not None:
+                db.execute("DELETE FROM pages WHERE rowid = ?", (found,))
+                db.execute("DELETE FROM files WHERE id = ?", (found,))
         added = [(path, oid) for path, oid in changes if oid is not None]
         blobs = iter_blobs(self.repo.path, [oid for _, oid in added], SEARCH_FILE_BYTES)
-        for (path, _), data in zip(added, blobs, strict=True):
-            if data is None or b"\x00" in data[:BINARY_PROBE]:
-                continue
-            cursor = db.execute(
-                "INSERT INTO pages (path, body) VALUES (?, ?)", (path, data.decode("utf-8", "replace"))
-            )
-            db.execute("INSERT INTO paths VALUES (?, ?)", (path, cursor.lastrowid))
+        try:
+            for (path, _), data in zip(added, blobs, strict=True):
+                if reading is not None:  # a file too large to index was read past: over what a read takes
+                    reading.take(SEARCH_FILE_BYTES if data is None else len(data))
+                if data is None or b"\x00" in data[:BINARY_PROBE]:
+                    continue
+                cursor = db.execute("INSERT INTO files (hash, path) VALUES (?, ?)", (path_hash(path), path))
+                db.execute(
+                    "INSERT INTO pages (rowid, body) VALUES (?, ?)",
+                    (cursor.lastrowid, data.decode("utf-8", "replace")),
+                )
+                if reading is not None:
+                    reading.spend.check(reading.where)
+        finally:
+            blobs.close()
+
+
+def _indexed(db: sqlite3.Connection) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
+    return None if row is None else str(row[0])
