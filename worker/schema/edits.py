@@ -479,7 +479,8 @@ class Selector(_Strict):
     glob: Annotated[
         str | None,
         Field(
-            json_schema_extra={"maxLength": 4096, **NON_EMPTY},
+            max_length=4096,
+            json_schema_extra=NON_EMPTY,
             description="And whose path matches: * and ? within a folder, ** across folders.",
         ),
     ] = None
