@@ -114,6 +114,12 @@ def _complete(spec: dict[str, Any], settings: Settings, remotes: tuple[str, ...]
             else {"type": "null", "default": None}
         ) | {"description": new_wiki["remote"].get("description", "")}
     spec["paths"]["/mcp"] = _mcp(settings)
+    for operations in spec["paths"].values():  # the HTTP server's own answer, before any of the app's
+        for operation in operations.values():
+            unparsed = operation.setdefault("responses", {}).setdefault(
+                "400", {"description": "a request the HTTP server cannot parse (a request line over 64 KiB)"}
+            )
+            unparsed.setdefault("content", {})["text/plain"] = {"schema": {"type": "string"}}
     for path in PUBLIC:  # the request limits (api.server.limits) answer before any route, these too
         for operation in spec["paths"].get(path, {}).values():
             responses = operation.setdefault("responses", {})
