@@ -24,6 +24,8 @@ reaches a client; the worker re-checks the batch on the new head.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 CODES = frozenset(
     {
         "INVALID_BATCH",
@@ -70,6 +72,10 @@ CODES = frozenset(
 )
 
 
+MAX_EDIT_ERRORS = 50  # failing edits one refusal lists at most: checking stops there
+MAX_EDIT_ERROR_BYTES = 8 * 1024  # ... and bytes of their messages (the first is always listed)
+
+
 class WikiqError(Exception):
     """A refusal with a stable contract code, a human message and the failing edit's index (or None)."""
 
@@ -92,8 +98,8 @@ class WikiqError(Exception):
         self.details = details
 
     def to_dict(self) -> dict[str, object]:
-        """The contract's error object body: ``{"code", "message", "index"}``, and ``details`` when the
-        refusal has some."""
+        """The contract's error object body: ``{"code", "message", "index"}``, ``details`` when the
+        refusal has some (a ``BatchRejected`` adds its ``errors`` and ``unchecked``)."""
         body: dict[str, object] = {"code": self.code, "message": self.message, "index": self.index}
         if self.details is not None:
             body["details"] = self.details
@@ -104,12 +110,37 @@ class WikiqError(Exception):
 
 
 class BatchRejected(WikiqError):
-    """A batch refused as a whole; ``index`` names the failing edit when there is one."""
+    """A batch refused as a whole; ``index`` names the failing edit when there is one.
+
+    A refusal of a batch checked edit by edit (``check_static``, ``preflight``) is its first failure and
+    carries them all: ``errors``, every failing edit's own ``BatchRejected`` in order (this one first), and
+    ``unchecked``, the first edit not checked when checking stopped early (None: every edit was). Any
+    other refusal has no ``errors``."""
 
     def __init__(
         self, code: str, message: str, index: int | None = None, details: dict[str, object] | None = None
     ) -> None:
         super().__init__(message, code=code, index=index, details=details)
+        self.errors: tuple[BatchRejected, ...] = ()
+        self.unchecked: int | None = None
+
+    @classmethod
+    def of_edits(cls, errors: Sequence[BatchRejected], unchecked: int | None = None) -> BatchRejected:
+        """The refusal of a batch whose edits failed with ``errors`` (at least one, in order): the first,
+        carrying them all."""
+        first = errors[0]
+        refusal = cls(first.code, first.message, first.index, first.details)
+        refusal.errors = tuple(errors)
+        refusal.unchecked = unchecked
+        return refusal
+
+    def to_dict(self) -> dict[str, object]:
+        body = super().to_dict()
+        if self.errors:
+            body["errors"] = [error.to_dict() for error in self.errors]
+        if self.unchecked is not None:
+            body["unchecked"] = self.unchecked
+        return body
 
 
 class WikiNotFound(WikiqError):

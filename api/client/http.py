@@ -57,6 +57,7 @@ class ClientError(Exception):
         index: int | None = None,
         status: int | None = None,
         details: dict[str, Any] | None = None,
+        answered: ErrorInfo | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}" + (f" (edit {index})" if index is not None else ""))
         self.code = code
@@ -64,10 +65,14 @@ class ClientError(Exception):
         self.index = index
         self.status = status
         self.details = details
+        self.answered = answered
 
     @property
     def error(self) -> ErrorInfo:
-        """The contract's error object (with its ``details`` when it had some)."""
+        """The contract's error object: as the server answered it (every failing edit of a refused batch
+        included), else made of code, message, index and ``details``."""
+        if self.answered is not None:
+            return self.answered
         error = ErrorInfo(code=self.code, message=self.message, index=self.index)
         if self.details is not None:
             error.details = self.details
@@ -85,7 +90,7 @@ def raise_for_error(job: Job) -> Job:
     """``job`` itself, or ``ClientError`` with the job's error when it failed."""
     if job.status == "failed":
         error = job.error or ErrorInfo(code="INTERNAL", message="the job failed without an error")
-        raise ClientError(error.code, error.message, error.index, details=error.details)
+        raise ClientError(error.code, error.message, error.index, details=error.details, answered=error)
     return job
 
 
@@ -140,12 +145,17 @@ def _commits(body: Any) -> list[CommitInfo]:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """How to search: an RE2 pattern or literal text, letter case, a path prefix, a cursor to resume."""
+    """How to search: an RE2 pattern or literal text, letter case, a path prefix, a cursor to resume; only
+    in prose (``outside_code``), a pattern's match across lines (``multiline``), or matches counted per
+    page as ``replace_across`` counts them instead of lines (``count``)."""
 
     regex: bool = False
     case_sensitive: bool = False
     prefix: str = ""
     cursor: str | None = None
+    outside_code: bool = False
+    multiline: bool = False
+    count: bool = False
 
 
 def _dry(batch: Batch | Mapping[str, Any]) -> dict[str, Any]:
@@ -186,8 +196,10 @@ class _Calls:
         return _Call("GET", url, Page.model_validate, params=params)
 
     @staticmethod
-    def read_pages(wiki: str, paths: list[str], sections: bool) -> _Call[PageSet]:
-        body = {"paths": paths, "sections": sections}
+    def read_pages(wiki: str, paths: list[str], sections: bool, cursor: str | None = None) -> _Call[PageSet]:
+        body: dict[str, Any] = {"paths": paths, "sections": sections}
+        if cursor:
+            body["cursor"] = cursor
         return _Call("POST", f"/v1/wikis/{_segment(wiki)}/pages:read", PageSet.model_validate, json=body)
 
     @staticmethod
@@ -210,6 +222,9 @@ class _Calls:
             params["prefix"] = options.prefix
         if options.cursor:
             params["cursor"] = options.cursor
+        for flag in ("outside_code", "multiline", "count"):
+            if getattr(options, flag):
+                params[flag] = "true"
         return _Call("GET", f"/v1/wikis/{_segment(wiki)}/search", MatchList.model_validate, params=params)
 
     @staticmethod
@@ -256,7 +271,7 @@ def _answer(call: _Call[T], response: httpx.Response) -> T:
     except (ValueError, KeyError, TypeError):
         text = response.text[:200].strip() or response.reason_phrase
         raise ClientError(f"HTTP_{response.status_code}", text, None, response.status_code) from None
-    raise ClientError(error.code, error.message, error.index, response.status_code, error.details)
+    raise ClientError(error.code, error.message, error.index, response.status_code, error.details, error)
 
 
 def _unreachable(url: str, exc: httpx.TransportError) -> ConnectionFailed:
@@ -340,9 +355,12 @@ class Client(_Base):
         with each section's address and version."""
         return self._run(_Calls.read_page(wiki, path, sections))
 
-    def read_pages(self, wiki: str, paths: list[str], *, sections: bool = False) -> PageSet:
-        """Up to 100 files at one commit, in the order asked, and an error entry per path not read."""
-        return self._run(_Calls.read_pages(wiki, paths, sections))
+    def read_pages(
+        self, wiki: str, paths: list[str], *, sections: bool = False, cursor: str | None = None
+    ) -> PageSet:
+        """Up to 100 files at one commit, in the order asked, and an error entry per path not read;
+        ``next_cursor`` when the size budget left some unread (send the same paths with it as ``cursor``)."""
+        return self._run(_Calls.read_pages(wiki, paths, sections, cursor))
 
     def read_bytes(self, wiki: str, path: str) -> bytes:
         """A file's exact bytes at the head."""
@@ -371,7 +389,8 @@ class Client(_Base):
     def search_page(
         self, wiki: str, query: str, limit: int = 100, options: SearchOptions | None = None
     ) -> MatchList:
-        """One page of search hits and the ``next_cursor`` (pass it in ``options.cursor`` for the next)."""
+        """One page of search hits (or of counts per page, with ``options.count``) and the ``next_cursor``
+        (pass it in ``options.cursor`` for the next)."""
         return self._run(_Calls.search(wiki, query, limit, options or SearchOptions()))
 
     def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:
@@ -479,9 +498,12 @@ class AsyncClient(_Base):
         with each section's address and version."""
         return await self._run(_Calls.read_page(wiki, path, sections))
 
-    async def read_pages(self, wiki: str, paths: list[str], *, sections: bool = False) -> PageSet:
-        """Up to 100 files at one commit, in the order asked, and an error entry per path not read."""
-        return await self._run(_Calls.read_pages(wiki, paths, sections))
+    async def read_pages(
+        self, wiki: str, paths: list[str], *, sections: bool = False, cursor: str | None = None
+    ) -> PageSet:
+        """Up to 100 files at one commit, in the order asked, and an error entry per path not read;
+        ``next_cursor`` when the size budget left some unread (send the same paths with it as ``cursor``)."""
+        return await self._run(_Calls.read_pages(wiki, paths, sections, cursor))
 
     async def read_bytes(self, wiki: str, path: str) -> bytes:
         """A file's exact bytes at the head."""
@@ -512,7 +534,8 @@ class AsyncClient(_Base):
     async def search_page(
         self, wiki: str, query: str, limit: int = 100, options: SearchOptions | None = None
     ) -> MatchList:
-        """One page of search hits and the ``next_cursor`` (pass it in ``options.cursor`` for the next)."""
+        """One page of search hits (or of counts per page, with ``options.count``) and the ``next_cursor``
+        (pass it in ``options.cursor`` for the next)."""
         return await self._run(_Calls.search(wiki, query, limit, options or SearchOptions()))
 
     async def commits(self, wiki: str, limit: int = 50) -> list[CommitInfo]:

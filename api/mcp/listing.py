@@ -49,7 +49,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
         "properties": {
             "op": {
                 "type": "string",
-                "enum": ["create", "overwrite", "delete", "rename", "append", "frontmatter"],
+                "enum": ["create", "overwrite", "delete", "rename", "append", "frontmatter", "merge_pages"],
             },
             "path": _s("string", "e.g. wiki/redis.md; a folder to rename one."),
             "content": _s("string", "The whole file, or the text to append."),
@@ -60,6 +60,9 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "redirect_links_to": _s("string", "delete: repoint its links to this page."),
             "set": _s("object", "frontmatter: keys to set, JSON values."),
             "unset": _s("array", "frontmatter: keys to remove.", items=_TEXT),
+            "pages": {"type": "array", "items": _TEXT},
+            "title": _TEXT,
+            "headings": {"type": "string", "enum": ["demote", "keep"]},
         },
         "required": ["op", "path"],
     },
@@ -206,6 +209,7 @@ _INT: Schema = {"type": "integer"}
 _BOOL: Schema = {"type": "boolean"}
 _ANY: Schema = {}
 _ARRAY: Schema = {"type": "array", "items": {"type": "object"}}
+_LINES: Schema = {"type": "array", "items": _STR}
 _STATUS: Schema = {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]}
 _PAGE: dict[str, Schema] = {
     "path": _STR,
@@ -227,32 +231,32 @@ _JOB = _obj(
 )
 OUTPUTS: dict[str, dict[str, Any]] = {
     "list_wikis": _obj(["wikis"], wikis=_ARRAY),
-    "list_pages": _obj(["pages"], pages=_ARRAY, next_cursor=_ANY),
+    "list_pages": _obj([], folders={"type": "object"}, pages=_ARRAY, next_cursor=_ANY),
     "read_page": _obj(["path", "version", "content", "size"], **_PAGE),
-    "read_pages": _obj(["pages"], commit=_ANY, pages=_ARRAY, errors=_ARRAY),
+    "read_pages": _obj(["pages"], commit=_ANY, pages=_ARRAY, errors=_ARRAY, next_cursor=_ANY),
     "page_outline": _obj(
         ["path", "version", "sections"], path=_STR, version=_STR, commit=_ANY, sections=_ARRAY
     ),
-    "search_wiki": _obj(
-        ["matches"], matches=_ARRAY, next_cursor=_STR, replace_count=_INT, replace_pages=_ARRAY
-    ),
+    "search_wiki": _obj(["matches"], matches=_ARRAY, pages=_ARRAY, total=_INT, next_cursor=_ANY),
     "find_backlinks": _obj(
-        ["path", "backlinks"], path=_STR, version=_STR, commit=_ANY, backlinks=_ARRAY, truncated=_BOOL
+        ["path", "backlinks"], path=_STR, version=_STR, commit=_ANY, backlinks=_ARRAY, next_cursor=_ANY
     ),
     "check_batch": _obj(
         ["job_id", "status"],
         job_id=_STR,
         status=_STATUS,
-        applied=_ARRAY,
-        diff=_ARRAY,
+        edits=_LINES,
+        files=_LINES,
+        checks=_ANY,
         warnings=_ARRAY,
         plan=_STR,
-        hint=_STR,
     ),
     "write_batch": _obj(
-        ["job_id", "status"], job_id=_STR, status=_STATUS, commit=_ANY, applied=_ARRAY, hint=_STR
+        ["job_id", "status"], job_id=_STR, status=_STATUS, commit=_ANY, edits=_LINES, hint=_STR
     ),
-    "get_job": _JOB,
+    "get_job": _obj(
+        ["job_id", "status"], job_id=_STR, status=_STATUS, commit=_ANY, edits=_LINES, checks=_ANY, error=_ANY
+    ),
     "cancel_job": _JOB,
 }
 

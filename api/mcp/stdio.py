@@ -38,8 +38,10 @@ class ClientBackend:
         found: Page = await self._call(self.client.read_page(wiki, path, sections=sections))
         return found
 
-    async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet:
-        found: PageSet = await self._call(self.client.read_pages(wiki, paths, sections=sections))
+    async def read_pages(self, wiki: str, paths: list[str], sections: bool, cursor: str | None) -> PageSet:
+        found: PageSet = await self._call(
+            self.client.read_pages(wiki, paths, sections=sections, cursor=cursor)
+        )
         return found
 
     async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList:
@@ -55,8 +57,12 @@ class ClientBackend:
         case_sensitive: bool,
         prefix: str,
         cursor: str | None,
+        *,
+        outside_code: bool = False,
+        multiline: bool = False,
+        count: bool = False,
     ) -> MatchList:
-        options = SearchOptions(regex, case_sensitive, prefix, cursor)
+        options = SearchOptions(regex, case_sensitive, prefix, cursor, outside_code, multiline, count)
         found: MatchList = await self._call(self.client.search_page(wiki, query, limit, options))
         return found
 

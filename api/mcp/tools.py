@@ -21,7 +21,8 @@ import importlib.metadata
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, Protocol
 
@@ -32,16 +33,23 @@ from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
 from api.mcp.listing import EDIT_AS_WRITE_BATCH, OUTPUTS, input_schema
+from worker.errors import MAX_EDIT_ERRORS
 from worker.schema.answers import (
     Applied,
     BacklinkList,
     BatchWarning,
+    Checks,
+    EditError,
     ErrorInfo,
+    FileCheck,
     FileDiff,
     Job,
+    JobResult,
     JobStatus,
+    LinkCheck,
     MatchList,
     Page,
+    PageInfo,
     PageList,
     PageSet,
     SectionInfo,
@@ -50,9 +58,12 @@ from worker.schema.answers import (
 from worker.schema.edits import OPS, Batch, Edit, Limits, PlanSubmission
 
 MAX_WAIT = 60.0  # seconds write_batch, check_batch and get_job wait for a job at most
-DIFF_CHARS = 60_000  # characters of diff a check answers an agent (get_job answers the whole diff)
-SUM_OVER = 20  # an edit's moved files or rewritten pages listed one by one up to this many, then summed
-DERIVED = ("rename", "rewrite_links")  # applied entries that move files or rewrite links for an edit
+DIFF_CHARS = 60_000  # characters of diff an answer holds at most, for the paths asked
+LISTED = 20  # changed files listed one by one up to this many; past it a folder's are summed (GROUPED on)
+GROUPED = 4  # files of one folder summed into one line, once there are more than LISTED
+FILE_LINES = 60  # lines of files at most: past it, the rest summed into one
+WARNINGS_SHOWN = 50  # warnings an answer lists; past it one TRUNCATED says how many more of each code
+PLAN_PREFIX = "plan-"  # a plan token names its dry run: plan-<job id> (worker.service.plans)
 MAX_PAGES_READ = 100  # paths read_pages takes (the service's bound)
 WIKI_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
@@ -74,7 +85,9 @@ class Backend(Protocol):
 
     async def read_page(self, wiki: str, path: str, sections: bool) -> Page: ...
 
-    async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet: ...
+    async def read_pages(
+        self, wiki: str, paths: list[str], sections: bool, cursor: str | None
+    ) -> PageSet: ...
 
     async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList: ...
 
@@ -87,6 +100,10 @@ class Backend(Protocol):
         case_sensitive: bool,
         prefix: str,
         cursor: str | None,
+        *,
+        outside_code: bool = False,
+        multiline: bool = False,
+        count: bool = False,
     ) -> MatchList: ...
 
     async def submit(
@@ -114,7 +131,8 @@ HINTS = {
     "now (current_section_version for a section op). If your edit does not depend on what changed (a "
     "section of its own, a delete), send the batch again with that version; else read the page again and "
     "redo the edit.",
-    "VERSION_REQUIRED": "Add expected_version (from read_page or list_pages; a section op may give "
+    "VERSION_REQUIRED": "Add expected_version: the version read_page or list_pages gave, which holds for "
+    "the whole batch, also after earlier edits changed the page (a section op may give "
     "expected_section_version from page_outline instead).",
     "OLD_NOT_FOUND": "Copy `old` exactly from read_page's text after its '---' line (never from "
     "line_numbers=true); replace_across is case-sensitive and reads a pattern over the whole page.",
@@ -182,60 +200,102 @@ IdempotencyKey = Annotated[
 
 
 UNFINISHED = "The job is still {status}: call get_job with this job_id and wait_seconds=60 until it finishes."
+DiffPaths = Annotated[
+    list[str] | None,
+    Field(max_length=100, description="Paths or prefixes whose diffs to add ('' all)."),
+]
 
 
-class Summed(BaseModel):
-    """More than ``SUM_OVER`` applied entries of one edit and op (a folder's moved files, the pages a
-    rename rewrote, a replace_across's pages), summed into one."""
+class Invariants(BaseModel):
+    """A dry run's checks as an agent reads them: ``Checks`` without its file list (``files`` lines say
+    each file)."""
 
-    index: int = Field(description="the edit's index in the batch")
-    op: str = Field(description="rename, rewrite_links or replace_across")
-    files: int = Field(description="how many files it moved or changed")
-    count: int | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="links or occurrences changed in all"
+    links: LinkCheck | None = Field(
+        description="links resolving to no file in the pages the batch may affect, before and after it; "
+        "null when not counted"
+    )
+    code_changed: int | None = Field(
+        description="code blocks and inline code spans changed pages gained or lost; null when not counted"
+    )
+    unnamed: int = Field(description="changed files no edit named (their links were rewritten)")
+    unchecked: list[str] | None = Field(
+        default=None, exclude_if=lambda v: not v, description="the parts not computed, and why"
     )
 
+    @classmethod
+    def of(cls, checks: Checks) -> "Invariants":
+        """``checks`` without its files."""
+        return cls(
+            links=checks.links,
+            code_changed=checks.code_changed,
+            unnamed=checks.unnamed,
+            unchecked=checks.unchecked,
+        )
 
-class Unshown(BaseModel):
-    """A file only moved or changed by link rewriting: listed without its diff (get_job has it)."""
 
-    path: str = Field(description="the file (its new path for a move)")
-    old_path: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
+def _edit_lines() -> Any:
+    """The field of an answer's ``edit_lines``."""
+    return Field(default=None, description="a line per edit: index, what it matched and changed")
+
+
+def _file_lines() -> Any:
+    """The field of an answer's ``file_lines``."""
+    return Field(
+        default=None,
+        description="a line per changed file: +added -removed lines, links rewritten, code changed, "
+        "unnamed (no edit named it); past 20 files, a folder's files that changed alike in one",
     )
-    links: int | None = Field(default=None, exclude_if=lambda v: v is None, description="links rewritten")
 
 
 class WriteOutcome(BaseModel):
-    """Answer of write_batch: the job and, once it succeeded, its commit and applied changes."""
+    """Answer of write_batch: the job and, once it succeeded, its commit and summary (with a plan, the
+    files and checks its dry run found: a plan commits exactly what was checked)."""
 
     job_id: str = Field(description="the job; get_job follows it")
     status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
     commit: str | None = Field(default=None, description="the new commit; null for an unfinished job")
-    applied: list[Applied | Summed] | None = Field(
-        default=None,
-        description="one entry per edit, plus one per moved file and rewritten page (summed past 20)",
-    )
+    edits: list[str] | None = _edit_lines()
+    files: list[str] | None = _file_lines()
+    checks: Invariants | None = Field(default=None, description="a plan's checks, as its dry run found them")
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
 class CheckOutcome(BaseModel):
-    """Answer of check_batch: what the batch would do, a diff per changed file, warnings, and the plan
-    write_batch commits."""
+    """Answer of check_batch: what the batch would do (a line per edit and per changed file), its
+    checks, warnings, the diffs asked for, and the plan write_batch commits."""
 
     job_id: str = Field(description="the dry-run job; get_job shows it again")
     status: JobStatus = Field(description="succeeded when every check passed (else the result is an error)")
-    applied: list[Applied | Summed] | None = Field(
-        default=None, description="what each edit would change, in order"
-    )
-    diff: list[FileDiff | Unshown] | None = Field(
-        default=None, description="unified diff per changed file, in path order"
-    )
+    edits: list[str] | None = _edit_lines()
+    files: list[str] | None = _file_lines()
+    checks: Invariants | None = Field(default=None, description="what to verify instead of reading diffs")
     warnings: list[BatchWarning] | None = Field(
         default=None,
         description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT; empty when clean",
     )
+    diff: list[FileDiff] | None = Field(
+        default=None, description="the unified diffs asked for, in path order"
+    )
     plan: str | None = Field(default=None, description="write_batch(plan=...) commits exactly this")
+    hint: str | None = Field(default=None, description="what to do while the job is queued or running")
+
+
+class JobOutcome(BaseModel):
+    """Answer of get_job: a job's state and, once it finished, check_batch's summary of it (a dry run's
+    checks and warnings too), or its error."""
+
+    job_id: str = Field(description="the job")
+    wiki: str | None = Field(default=None, description="the wiki")
+    status: JobStatus = Field(description="queued, running, succeeded, failed or cancelled")
+    dry_run: bool = Field(default=False, description="true for check_batch's jobs")
+    commit: str | None = Field(default=None, description="the commit made; null for a dry run")
+    edits: list[str] | None = _edit_lines()
+    files: list[str] | None = _file_lines()
+    checks: Invariants | None = Field(default=None, description="a dry run's checks")
+    warnings: list[BatchWarning] | None = Field(default=None, description="a dry run's warnings")
+    diff: list[FileDiff] | None = Field(default=None, description="a dry run's diffs asked for")
+    plan: str | None = Field(default=None, description="a dry run's plan, to its submitter")
+    error: ErrorInfo | None = Field(default=None, description="a failed job's error: it wrote nothing")
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
@@ -251,6 +311,21 @@ class Outline(BaseModel):
     )
 
 
+class Listing(BaseModel):
+    """Answer of list_pages: the files' names by folder, or with versions=true each file's version and size;
+    next_cursor null when nothing is left."""
+
+    folders: dict[str, list[str]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="each folder ('' for the top) with the names of its files, in path order",
+    )
+    pages: list[PageInfo] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="versions=true: {path, version, size}"
+    )
+    next_cursor: str | None = Field(description="not null: call again with cursor=next_cursor for more")
+
+
 def _text(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
@@ -263,29 +338,55 @@ def _answer(model: BaseModel, text: str | None = None) -> CallToolResult:
 
 
 def _refusal(error: ErrorInfo, **extra: Any) -> CallToolResult:
-    data = {"error": error.model_dump(mode="json"), **extra, "hint": HINTS.get(error.code, "")}
+    data = {"error": error.model_dump(mode="json"), **extra, "hint": _hint(error)}
     return CallToolResult(content=[TextContent(text=_text(data))], structured_content=data, is_error=True)
+
+
+def _hint(error: ErrorInfo) -> str:
+    """What to do about ``error``: its code's hint; for a batch with several failing edits (or edits left
+    unchecked), how to retry once, then the hint of each code met."""
+    codes = list(dict.fromkeys([error.code, *(each.code for each in error.errors or ())]))
+    if len(error.errors or ()) <= 1 and error.unchecked is None:
+        return HINTS.get(error.code, "")
+    advice = (
+        "Fix every edit error.errors lists, then send the batch again: each was checked as if the failing "
+        "edits before it were left out, and one whose message says it may follow from an earlier failure "
+        "may pass once that one is fixed."
+    )
+    if error.unchecked is not None:
+        advice += f" The edits from {error.unchecked} on were not checked: they may fail too."
+    return " ".join([advice, *(f"{code}: {HINTS[code]}" for code in codes if code in HINTS)])
 
 
 def invalid_arguments(exc: ValidationError) -> CallToolResult:
     """The refusal for arguments that do not fit a tool's schema: INVALID_BATCH naming the field (and the
     failing edit's index for an edit); BATCH_EMPTY or TOO_MANY_EDITS for a list of edits of the wrong
-    length."""
-    errors = exc.errors()
-    first: dict[str, Any] = dict(errors[0]) if errors else {}
-    loc = [str(part) for part in first.get("loc", ())]
+    length. When edits fail, ``errors`` lists the first error and then each other failing edit's first."""
+    found: dict[int | None, EditError] = {}
+    for error in [dict(each) for each in exc.errors()] or [{}]:
+        refused = _argument_error(error)
+        if refused.index not in found and len(found) < MAX_EDIT_ERRORS:
+            found[refused.index] = refused
+    first = next(iter(found.values()))
+    listed = list(found.values()) if any(index is not None for index in found) else None
+    return _refusal(ErrorInfo(code=first.code, message=first.message, index=first.index, errors=listed))
+
+
+def _argument_error(error: dict[str, Any]) -> EditError:
+    """One validation error as the refusal words it: the field, and the edit's index for an edit."""
+    loc = [str(part) for part in error.get("loc", ())]
     index = None
     if len(loc) >= 2 and loc[0] == "edits" and loc[1].isdigit():
         index = int(loc[1])
         if len(loc) > 2 and loc[2] in OPS:  # the discriminated union names the op: drop it
             loc = loc[:2] + loc[3:]
     where = ".".join(loc) or "arguments"
-    kind = str(first.get("type", ""))
-    message = "unknown field" if kind == "extra_forbidden" else str(first.get("msg", "invalid"))
+    kind = str(error.get("type", ""))
+    message = "unknown field" if kind == "extra_forbidden" else str(error.get("msg", "invalid"))
     code = "INVALID_BATCH"
     if loc == ["edits"] and kind in ("too_short", "too_long"):
         code = "BATCH_EMPTY" if kind == "too_short" else "TOO_MANY_EDITS"
-    return _refusal(ErrorInfo(code=code, message=f"{where}: {message}", index=index))
+    return EditError(code=code, message=f"{where}: {message}", index=index)
 
 
 UNKNOWN_ARGUMENTS = {
@@ -352,47 +453,213 @@ def trimmed(diff: list[FileDiff] | None, budget: int = DIFF_CHARS) -> list[FileD
     return out
 
 
-def summed(applied: list[Applied] | None) -> list[Applied | Summed] | None:
-    """``applied`` for an agent's context: the entries of one edit and op past ``SUM_OVER`` moved files or
-    changed pages (rename, rewrite_links, replace_across) summed into one ``Summed`` in the place of the
-    first; every other entry as it is."""
-    if applied is None:
-        return None
-    groups: dict[tuple[int, str], list[Applied]] = {}
-    for entry in applied:
-        groups.setdefault((entry.index, entry.op), []).append(entry)
-    out: list[Applied | Summed] = []
-    for entry in applied:
-        group = groups[(entry.index, entry.op)]
-        if entry.op not in (*DERIVED, "replace_across") or len(group) <= SUM_OVER:
-            out.append(entry)
-        elif entry is group[0]:
-            counts = [e.count for e in group if e.count is not None]
-            out.append(Summed(index=entry.index, op=entry.op, files=len(group), count=sum(counts) or None))
+def wanted(diff: list[FileDiff] | None, prefixes: Sequence[str]) -> list[FileDiff]:
+    """The entries of ``diff`` whose path or old path starts with one of ``prefixes`` (a path names its
+    file, a folder its files, ``""`` all), ``trimmed`` to ``DIFF_CHARS``."""
+    chosen = [
+        entry
+        for entry in diff or []
+        if any(entry.path.startswith(p) or (entry.old_path or "\0").startswith(p) for p in prefixes)
+    ]
+    return trimmed(chosen) or []
+
+
+def summary(
+    result: JobResult, edits: Sequence[Edit] | None = None, diff: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The summary fields of an answer about ``result``: ``edits`` (``edit_lines``) and, for a dry run,
+    ``files`` (``file_lines``), ``checks``, ``warnings`` (``shown_warnings``) and ``plan``; ``diff`` only
+    when ``diff`` names paths or prefixes (``wanted``)."""
+    out: dict[str, Any] = {"edits": edit_lines(result.applied, edits)}
+    if result.checks is not None:
+        out["files"] = file_lines(result.checks.files)
+        out["checks"] = Invariants.of(result.checks)
+    if result.warnings is not None:
+        out["warnings"] = shown_warnings(result.warnings)
+    if diff is not None:
+        out["diff"] = wanted(result.diff, diff)
+    if result.plan is not None:
+        out["plan"] = result.plan
     return out
 
 
-def shown(diff: list[FileDiff] | None, applied: list[Applied]) -> list[FileDiff | Unshown] | None:
-    """A dry run's diff for an agent: the files the batch's own edits changed, with their diff (within
-    ``DIFF_CHARS`` in all, ``trimmed``), and the files only moved or changed by link rewriting as
-    ``Unshown`` (with the links rewritten in each)."""
-    if diff is None:
-        return None
-    edited = {entry.path for entry in applied if entry.op not in DERIVED}
-    links: dict[str, int] = {}
+def _fill(outcome: BaseModel, fields: dict[str, Any]) -> None:
+    """Set each of ``fields`` the answer model has (set fields are the ones answered)."""
+    for name, value in fields.items():
+        if name in type(outcome).model_fields:
+            setattr(outcome, name, value)
+
+
+def edit_lines(applied: list[Applied], edits: Sequence[Edit] | None = None) -> list[str]:
+    """A line per edit (every edit of ``edits`` when given, else those ``applied`` names), from its applied
+    entries: ``"<index> <op> <path>[ -> <new path>]"``, several paths of one op counted under their common
+    folder, a replace_across's occurrences, ``links N in M pages`` for its rewrite_links entries; with
+    ``edits``, the heading a section op names and the front matter keys an edit sets or removes. An edit
+    that changed nothing says so."""
+    entries: dict[int, list[Applied]] = {}
     for entry in applied:
-        if entry.op == "rewrite_links":
-            links[entry.path] = links.get(entry.path, 0) + (entry.count or 0)
-    own = [file for file in diff if file.path in edited or file.old_path in edited]
-    kept = iter(trimmed(own) or [])
-    out: list[FileDiff | Unshown] = []
-    for file in diff:
-        if file.path in edited or file.old_path in edited:
-            out.append(next(kept))
+        entries.setdefault(entry.index, []).append(entry)
+    indexes = range(len(edits)) if edits is not None else sorted(entries)
+    lines = []
+    for index in indexes:
+        edit = edits[index] if edits is not None and index < len(edits) else None
+        parts = _edit_parts(entries.get(index, []))
+        detail = _detail(edit) if edit is not None else ""
+        if not parts:
+            parts = [f"{edit.op if edit is not None else ''}{detail}: no change".lstrip()]
         else:
-            count = links.get(file.path) or links.get(file.old_path or "") or None
-            out.append(Unshown(path=file.path, old_path=file.old_path, links=count))
-    return out
+            parts[0] += detail
+        lines.append(f"{index} " + ", ".join(parts))
+    return lines
+
+
+def _edit_parts(entries: list[Applied]) -> list[str]:
+    """What one edit's applied entries say, an op at a time in the order they first appear."""
+    made = {e.new_path for e in entries if e.op != "rename" and e.new_path is not None}  # extract's page
+    by_op: dict[str, list[Applied]] = {}
+    for entry in entries:
+        if not (entry.op == "create" and entry.path in made):  # its create entry names it again
+            by_op.setdefault(entry.op, []).append(entry)
+    parts = []
+    for op, group in by_op.items():
+        count = sum(e.count or 0 for e in group)
+        if op == "rewrite_links":
+            parts.append(f"links {count} in {len(group)} pages")
+            continue
+        text = f"{op} {_paths(group)}"
+        if op == "replace_across":
+            text += f" ({count} replaced)"
+        parts.append(text)
+    return parts
+
+
+def _paths(group: list[Applied]) -> str:
+    """The paths of one op's entries: each of up to three (``-> new path`` for a move, then its count when
+    it has one), else how many under their common folder (and the one they moved to)."""
+    if len(group) <= 3:
+        return ", ".join(
+            e.path + (f" -> {e.new_path}" if e.new_path else "") + (f" {e.count}" if e.count else "")
+            for e in group
+        )
+    text = f"{len(group)} files"
+    old = _common_folder([e.path for e in group])
+    if old:
+        text += f" in {old}"
+    news = [e.new_path for e in group if e.new_path]
+    if len(news) == len(group):
+        text += f" -> {_common_folder(news) or '(several folders)'}"
+    return text
+
+
+def _common_folder(paths: list[str]) -> str:
+    """The deepest folder (``a/b/``) holding every one of ``paths``, or ``""``."""
+    parts = [path.split("/")[:-1] for path in paths]
+    common: list[str] = []
+    for names in zip(*parts, strict=False):
+        if len(set(names)) > 1:
+            break
+        common.append(names[0])
+    return "".join(f"{name}/" for name in common)
+
+
+def _detail(edit: Edit) -> str:
+    """What an edit names beyond its paths: a section op's heading (``-> new heading``), the front matter
+    keys it sets and removes."""
+    text = ""
+    heading = getattr(edit, "heading", None)
+    if isinstance(heading, str):
+        text += f" {heading!r}"
+        new_heading = getattr(edit, "new_heading", None)
+        if isinstance(new_heading, str):
+            text += f" -> {new_heading!r}"
+    keys = getattr(edit, "set", None)
+    if keys:
+        text += " set " + ", ".join(keys)
+    gone = getattr(edit, "unset", None)
+    if gone:
+        text += " unset " + ", ".join(gone)
+    return text
+
+
+def file_lines(files: list[FileCheck]) -> list[str]:
+    """A line per changed file (``_file_line``); past ``LISTED`` files, the files of one folder that
+    changed alike (created, modified, moved or deleted, named by an edit or not, no code changed) are one
+    line (``_folder_line``) once there are ``GROUPED`` of them, and past ``FILE_LINES`` lines the rest
+    are one."""
+    if len(files) <= LISTED:
+        return [_file_line(file) for file in files]
+    alike: dict[tuple[str, str, bool], list[FileCheck]] = {}
+    for file in files:
+        if not (file.code_added or file.code_removed):
+            alike.setdefault((file.path.rpartition("/")[0], file.change, file.named), []).append(file)
+    summed = {id(file): key for key, group in alike.items() if len(group) >= GROUPED for file in group}
+    lines: list[tuple[str, list[FileCheck]]] = []
+    for file in files:
+        key = summed.get(id(file))
+        if key is None:
+            lines.append((_file_line(file), [file]))
+        elif alike[key][0] is file:  # the group's line, in the place of its first file
+            folder = key[0]
+            lines.append((_folder_line(f"{folder}/*" if folder else "*", alike[key]), alike[key]))
+    if len(lines) <= FILE_LINES:
+        return [line for line, _ in lines]
+    rest = [file for _, group in lines[FILE_LINES - 1 :] for file in group]
+    return [line for line, _ in lines[: FILE_LINES - 1]] + [_folder_line("and more:", rest)]
+
+
+def _file_line(file: FileCheck) -> str:
+    """``<path>[ <- <old path>][ created|deleted] +<added> -<removed>[, links N][, code +A -R][,
+    unnamed]``."""
+    text = file.path + (f" <- {file.old_path}" if file.old_path else "")
+    if file.change in ("created", "deleted"):
+        text += f" {file.change}"
+    if file.added is not None:
+        text += f" +{file.added} -{file.removed}"
+    if file.links:
+        text += f", links {file.links}"
+    if file.code_added or file.code_removed:
+        text += f", code +{file.code_added} -{file.code_removed}"
+    return text + ("" if file.named else ", unnamed")
+
+
+def _folder_line(label: str, files: list[FileCheck]) -> str:
+    """``<label> N files[ (K moved, ...)] +<added> -<removed>[, links N][, U unnamed]``; files whose lines
+    were not counted say how many."""
+    changes = Counter(file.change for file in files if file.change != "modified")
+    text = f"{label} {len(files)} files"
+    if changes:
+        text += " (" + ", ".join(f"{n} {change}" for change, n in changes.items()) + ")"
+    counted = [file for file in files if file.added is not None]
+    text += f" +{sum(f.added or 0 for f in counted)} -{sum(f.removed or 0 for f in counted)}"
+    if len(counted) < len(files):
+        text += f" ({len(files) - len(counted)} not diffed)"
+    links = sum(file.links or 0 for file in files)
+    if links:
+        text += f", links {links}"
+    unnamed = sum(not file.named for file in files)
+    return text + (f", {unnamed} unnamed" if unnamed else "")
+
+
+def shown_warnings(warnings: list[BatchWarning]) -> list[BatchWarning]:
+    """``warnings`` up to ``WARNINGS_SHOWN``, then one ``TRUNCATED`` counting the rest by code."""
+    if len(warnings) <= WARNINGS_SHOWN:
+        return warnings
+    rest = Counter(warning.code for warning in warnings[WARNINGS_SHOWN:])
+    more = ", ".join(f"{n} {code}" for code, n in rest.items())
+    message = f"{more} more: fix these and check again"
+    return [*warnings[:WARNINGS_SHOWN], BatchWarning(code="TRUNCATED", path="", message=message)]
+
+
+async def plan_checks(backend: Backend, plan: str) -> Checks | None:
+    """The checks of the dry run the plan token ``plan`` names (what its commit changes: a plan commits
+    exactly what was checked), or None when that dry run is no longer kept."""
+    if not plan.startswith(PLAN_PREFIX):
+        return None
+    try:
+        checked = await backend.job(plan.removeprefix(PLAN_PREFIX), 0)
+    except Refused:
+        return None
+    return checked.result.checks if checked.result is not None else None
 
 
 async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
@@ -403,23 +670,15 @@ async def _answered(call: Awaitable[BaseModel]) -> CallToolResult:
         return _refusal(exc.error)
 
 
-async def replace_counts(backend: Backend, wiki: str, query: str, regex: bool, prefix: str) -> dict[str, int]:
-    """How many matches a ``replace_across`` of ``query`` (``old``, or ``pattern`` with ``regex``) under
-    ``prefix`` would replace, per page: a dry run of exactly that edit (replacing each match by itself), so
-    the count is replace_across's own. Empty when it matches nothing."""
-    edit: dict[str, Any] = {"op": "replace_across", "prefix": prefix, "new": query}
-    edit |= {"pattern": query, "new": "\\g<0>"} if regex else {"old": query}
-    batch = Batch.model_validate({"message": "count", "edits": [edit], "dry_run": True})
-    job = await backend.submit(wiki, batch, MAX_WAIT, None)
-    if job.status == "failed" and job.error is not None:
-        if job.error.code == "OLD_NOT_FOUND":
-            return {}
-        raise Refused(job.error)
-    if job.result is None:
-        raise Refused(
-            ErrorInfo(code="RATE_LIMITED", message="the count's dry run is still queued: call again")
-        )
-    return {entry.path: entry.count or 0 for entry in job.result.applied if entry.op == "replace_across"}
+def _read(model: BaseModel, text: str | None = None, drop: str = "") -> CallToolResult:
+    """A read's tool result: the answer with ``next_cursor`` always there (null: nothing more, the one way
+    a read says it was cut), the field ``drop`` left out."""
+    data = model.model_dump(mode="json", exclude_unset=True)
+    data.pop(drop, None)
+    data["next_cursor"] = getattr(model, "next_cursor", None)
+    return CallToolResult(
+        content=[TextContent(text=_text(data) if text is None else text)], structured_content=data
+    )
 
 
 def _head(page: Page) -> str:
@@ -464,15 +723,13 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing written; error.index: the failing edit; the hint: what to do): \
-VERSION_MISMATCH (error.details: current_version, and current_section_version for a section op), \
-VERSION_REQUIRED; OLD_NOT_FOUND, OLD_NOT_UNIQUE, \
-COUNT_MISMATCH; SECTION_NOT_FOUND, SECTION_AMBIGUOUS: see page_outline; \
-NOT_FOUND, PATH_EXISTS, PATH_CONFLICT: see list_pages; ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH; \
-FRONTMATTER_INVALID, PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH: fix the field named; TOO_MANY_EDITS, \
-BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; \
-IDEMPOTENCY_CONFLICT: new key; FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: wait, retry with the same \
-idempotency_key."""
+Errors (nothing written; error.errors: every failing edit {index, code, message}, error: the first; \
+hint: what to do): VERSION_MISMATCH (details.current_version), \
+VERSION_REQUIRED, OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH, SECTION_NOT_FOUND, SECTION_AMBIGUOUS, \
+NOT_FOUND, PATH_EXISTS, PATH_CONFLICT, ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH, FRONTMATTER_INVALID, \
+PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH; TOO_MANY_EDITS, BATCH_TOO_LARGE, \
+BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; IDEMPOTENCY_CONFLICT; \
+FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: retry with the same idempotency_key."""
 
 LINK_RULE = """\
 Links (as rewrite_links, find_backlinks, LINK_BROKEN read them; never in code): a markdown link \
@@ -502,29 +759,30 @@ once unless replace_all.
 there.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
 in it; rewrite_links=true repoints links to what moved.
-- append {{path, content, expected_version?}}: text at the end (a line break first if the file lacks one).
-- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter; nothing \
-else changes.
+- append {{path, content, expected_version?}}: text at the end.
+- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter.
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename, \
 rewrite_links?}}: heading is an address page_outline lists; a section includes its subsections; content \
 has no heading line. \
-Guard with expected_version or page_outline's expected_section_version (that section only).
+Guard: expected_version or page_outline's expected_section_version.
+- merge_pages {{path, pages, title?, headings?}}: each page's text (no front matter) appended to path \
+(new: # title), headings one level deeper unless headings=keep; pages deleted, links follow.
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
 new_path (# title); links follow; leave_link=true leaves [[new_path]].
 - retarget_links {{from, to}}: links to from (a page, or page#heading: [[p#H]], [x](p.md#h-slug)) \
 point to to (same forms).
 - replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
-('' for all; never raw/ or non-text files). old is exact, case-sensitive (outside_code=true: prose \
+('' for all; never raw/). old is exact, case-sensitive (outside_code=true: prose \
 only, never code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
-for ^ and $ at line ends), new may use \\1. check_batch's applied counts give expected_count.
+for ^ and $ per line), new may use \\1.
 - each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count, do, ...}}: do \
 (frontmatter, append, delete, or rename into new_path, a folder) on each .md page selected (glob: * in a \
 folder, ** across; frontmatter: {{"status": "archived"}}); expected_count, not versions, guards it.
 
-expected_version is a version a read or list_pages gave, an earlier edit's applied[].version, or "batch" \
-(as earlier edits left it). Required to change a file that exists at the start; optional on append and \
-frontmatter; ignored for a path the batch created.
+expected_version: the version you read (read_page, list_pages); it holds for the whole batch, also after \
+earlier edits changed the page. Required to change a file that exists at the start; optional on append \
+and frontmatter; ignored for a path the batch created.
 
 Paths: relative POSIX, e.g. wiki/db/redis.md. Zones: \
 wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.
@@ -533,9 +791,8 @@ wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
-Returns {{job_id, status, commit, applied}}: an applied entry per edit (extract_section: two), moved \
-file and rewritten page (with count), over 20 of one edit summed {{index, op, files, count}}. status \
-queued or running (after 60 s, or wait=false): call get_job with wait_seconds=60.
+Returns {{job_id, status, commit, edits}}, edits a line per edit (with a plan, also check_batch's files \
+and checks). status queued or running (after 60 s, or wait=false): get_job with wait_seconds=60.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -545,18 +802,16 @@ CHECK_BATCH = """\
 Dry-run a batch: every check write_batch makes, on the wiki's head now, and what it would change; \
 commits nothing.
 
-Run it before write_batch for any refactor and show the user the diff and warnings; then write_batch \
-with its plan (no edits) commits exactly that, or fails PLAN_STALE if a page it touches changed since \
-(PLAN_NOT_FOUND once expired, minutes later). Edits, versions, zones, links, limits: as write_batch.
+Run it before write_batch for a refactor and show the user its summary and warnings; write_batch with \
+its plan (no edits) then commits exactly that, or fails PLAN_STALE if a page it touches changed since \
+(PLAN_NOT_FOUND once expired). Edits, versions, zones, limits: as write_batch.
 
-Returns {{job_id, status, applied, diff, warnings, plan}}. applied: what write_batch would answer (over \
-20 files of one edit summed {{index, op, files, count}}). diff: {{path, old_path?, diff, truncated?}} per \
-file your edits changed (60 000 characters in all); a file only moved or link-rewritten is {{path, \
-old_path?, links}}; get_job has every diff. warnings {{code, path, line?, link?, message}}, never \
-blocking: LINK_BROKEN (fix the link or add the page), NOT_IN_INDEX (index.md does not link a new page), \
-NOT_REWRITTEN (in raw/, which no op changes), OVERWRITES_BATCH_EDIT (an overwrite on the head's version \
-drops an earlier edit's change). status queued or running: get_job with wait_seconds=60. Errors: as \
-write_batch's; nothing is written either way."""
+Returns {{job_id, status, edits, files, checks, warnings, plan, diff?}}: a line per edit and per changed \
+file (+/- lines, links rewritten, code changed, unnamed: no edit named it); checks {{links {{broken_before, \
+broken_after, ambiguous_after}}, code_changed, unnamed}}: verify with these, not diffs; diff=[paths or \
+prefixes] adds those diffs. warnings {{code, path, line?, link?, message}}, never blocking: LINK_BROKEN \
+(fix the link or add the page), NOT_IN_INDEX, NOT_REWRITTEN (raw/), OVERWRITES_BATCH_EDIT (an overwrite \
+drops an earlier edit's change). Errors: as write_batch's."""
 
 # The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
 # it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
@@ -627,22 +882,30 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         wiki: WikiId,
         ctx: Context,
         prefix: Annotated[
-            str, Field(max_length=4096, description="Plain string prefix (no glob), e.g. wiki/redis/.")
+            str, Field(max_length=4096, description="Path prefix (no glob), e.g. wiki/db/.")
         ] = "",
-        limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many entries.")] = 200,
-        cursor: Annotated[
-            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
-        ] = None,
-    ) -> Annotated[CallToolResult, PageList]:
-        """List the files at a wiki's head, sorted by path: {pages: [{path, version, size}], next_cursor}.
+        limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many files.")] = 1000,
+        cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
+        versions: Annotated[bool, Field(description="Add versions and sizes.")] = False,
+    ) -> Annotated[CallToolResult, Listing]:
+        """List a wiki's files by folder: {folders: {"wiki/db/": ["redis.md"]}, next_cursor}; versions=true:
+        {pages: [{path, version, size}], next_cursor}.
 
-        See what exists before planning edits (text: search_wiki; links:
-        find_backlinks). version is an edit's expected_version; size is in bytes. next_cursor not
-        null: call again with the same prefix and cursor=next_cursor (the head may
-        move between pages). Errors: WIKI_NOT_FOUND (see list_wikis),
-        INVALID_BATCH (a foreign cursor: drop it).
+        See what exists before planning edits (text: search_wiki; links: find_backlinks). next_cursor not
+        null: call again with cursor=next_cursor. Errors: WIKI_NOT_FOUND, INVALID_BATCH (a foreign cursor:
+        drop it).
         """
-        return await _answered(backend_for(ctx).list_pages(wiki, prefix, limit, cursor))
+        try:
+            found = await backend_for(ctx).list_pages(wiki, prefix, limit, cursor)
+        except Refused as exc:
+            return _refusal(exc.error)
+        if versions:
+            return _answer(Listing(pages=found.pages, next_cursor=found.next_cursor))
+        folders: dict[str, list[str]] = {}
+        for page in found.pages:
+            folder, _, name = page.path.rpartition("/")
+            folders.setdefault(folder and folder + "/", []).append(name)
+        return _answer(Listing(folders=folders, next_cursor=found.next_cursor))
 
     @register(title="Read page", annotations=READ_ONLY)
     async def read_page(
@@ -688,26 +951,29 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         line_numbers: Annotated[
             bool, Field(description="Number the text's lines, for reading only.")
         ] = False,
+        cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
     ) -> Annotated[CallToolResult, PageSet]:
-        """Read many files at a wiki's head, all at one commit: {commit, pages: [page...], errors: [{path,
-        code, message}]}.
+        """Read many files at a wiki's head, at one commit: {commit, pages: [page...], errors: [{path, code,
+        message}], next_cursor}.
 
-        Use it instead of many read_page calls. Each page is what
-        read_page answers, content exact (line_numbers=true: numbered, for reading only). A path missing
-        (NOT_FOUND), invalid (INVALID_PATH) or past {max_file} of content in all (BATCH_TOO_LARGE: read it in
-        another call) is an entry of errors, not a failure. Errors: INVALID_BATCH (no paths or over
-        {max_paths}: split), WIKI_NOT_FOUND.
+        Use it instead of many read_page calls; each page as read_page answers it (line_numbers=true:
+        numbered, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or over {max_file}
+        (BATCH_TOO_LARGE) is an entry of errors. Past {max_file} in all, the rest is unread: next_cursor not
+        null: call again with the same paths and cursor=next_cursor. Errors: INVALID_BATCH (over {max_paths}
+        paths), WIKI_NOT_FOUND.
         """
         try:
-            found = await backend_for(ctx).read_pages(wiki, paths, sections)
+            found = await backend_for(ctx).read_pages(wiki, paths, sections, cursor)
         except Refused as exc:
             return _refusal(exc.error)
         if not line_numbers:
-            return _answer(found)
+            return _read(found)
         text = "\n\n".join(_numbered(page) for page in found.pages)
         if found.errors:
             text += "\n\nnot read: " + "; ".join(f"{e.path}: {e.code}" for e in found.errors)
-        return _answer(found, text)
+        if found.next_cursor:
+            text += f"\nnext_cursor: {found.next_cursor}"
+        return _read(found, text)
 
     @register(title="Page outline", annotations=READ_ONLY)
     async def page_outline(wiki: WikiId, path: PagePath, ctx: Context) -> Annotated[CallToolResult, Outline]:
@@ -738,41 +1004,42 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             str, Field(min_length=1, max_length=1000, description="Text (or an RE2 pattern), one line.")
         ],
         ctx: Context,
-        regex: Annotated[bool, Field(description="query is an RE2 pattern; ^ and $ match per line.")] = False,
-        case_sensitive: Annotated[
-            bool, Field(description="Match letter case exactly (default: ignore).")
-        ] = False,
+        regex: Annotated[bool, Field(description="query is an RE2 pattern.")] = False,
+        case_sensitive: Annotated[bool, Field(description="Match letter case.")] = False,
         prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/db/.")] = "",
-        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many matches.")] = 50,
-        cursor: Annotated[
-            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
-        ] = None,
-        replace_count: Annotated[
-            bool, Field(description="Also answer how many matches replace_across would replace.")
-        ] = False,
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many lines (or pages).")] = 50,
+        cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
+        outside_code: Annotated[bool, Field(description="Prose only, never code.")] = False,
+        multiline: Annotated[bool, Field(description="A match may span lines.")] = False,
+        count: Annotated[bool, Field(description="Count per page, no lines.")] = False,
     ) -> Annotated[CallToolResult, MatchList]:
-        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor, replace_count?,
-        replace_pages?}.
+        """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor}; count=true:
+        {pages: [{path, count}], total, next_cursor}.
 
-        A literal substring (ASCII case ignored unless case_sensitive=true) or, with regex=true, an RE2
-        pattern; one match per line, where it starts; by path, then line (1-based); version is the page's; a
-        very long line is cut around the match. Links: find_backlinks. replace_count=true also counts as
-        replace_across would (query as old, or pattern with regex=true; same prefix; case-sensitive, over the
-        whole page, raw/ skipped, outside_code not applied): replace_count (the total: its expected_count),
-        replace_pages [{path, count}]. next_cursor set: call again with cursor=next_cursor. Errors:
-        PATTERN_INVALID (fix the query), INVALID_BATCH (a multi-line query: search one of its lines; or a
-        foreign cursor), WIKI_NOT_FOUND.
+        Literal text (ASCII case ignored unless case_sensitive) or an RE2 pattern (regex; ^ and $ per line, a
+        match within one line unless multiline); one match per line, by path then line; version is the
+        page's; a long line is cut. outside_code: as replace_across's (no code, HTML, front matter). count
+        counts what replace_across {old or pattern: query, prefix, outside_code} replaces: case-sensitive,
+        whole page, raw/ skipped; total is its expected_count. next_cursor not null: call again with
+        cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query, a foreign cursor),
+        WIKI_NOT_FOUND.
         """
-        backend = backend_for(ctx)
         try:
-            found = await backend.search(wiki, query, limit, regex, case_sensitive, prefix, cursor)
-            if replace_count:
-                counts = await replace_counts(backend, wiki, query, regex, prefix)
-                found.replace_count = sum(counts.values())  # type: ignore[attr-defined]  # extra fields
-                found.replace_pages = [{"path": p, "count": n} for p, n in counts.items()]  # type: ignore[attr-defined]
+            found = await backend_for(ctx).search(
+                wiki,
+                query,
+                limit,
+                regex,
+                case_sensitive,
+                prefix,
+                cursor,
+                outside_code=outside_code,
+                multiline=multiline,
+                count=count,
+            )
         except Refused as exc:
             return _refusal(exc.error)
-        return _answer(found)
+        return _read(found)
 
     @register(title="Find backlinks", annotations=READ_ONLY)
     async def find_backlinks(
@@ -780,21 +1047,23 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         path: PagePath,
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many links.")] = 1000,
-        cursor: Annotated[
-            str | None, Field(max_length=8192, description="next_cursor of the previous call.")
-        ] = None,
+        cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
     ) -> Annotated[CallToolResult, BacklinkList]:
         """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
-        version}], truncated, next_cursor?}.
+        version}], next_cursor}.
 
-        Every link outside code that resolves to the page (write_batch states the rule), by linking page and
-        line, as written, with the linking page's version. Use it before renaming, splitting or deleting a
-        page: rename with rewrite_links, delete with redirect_links_to, extract_section and retarget_links fix
-        these themselves (never in raw/). truncated=true: call again with cursor=next_cursor for more. Errors:
+        Every link outside code that resolves to the page (the rule: write_batch), by page and line, as
+        written, with the linking page's version. Before a rename, split or delete: rewrite_links,
+        redirect_links_to, extract_section and retarget_links fix these links themselves (never in raw/).
+        next_cursor not null: call again with cursor=next_cursor. Errors:
         NOT_FOUND (see list_pages; links to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a
         foreign cursor: drop it), WIKI_NOT_FOUND.
         """
-        return await _answered(backend_for(ctx).backlinks(wiki, path, limit, cursor))
+        try:
+            found = await backend_for(ctx).backlinks(wiki, path, limit, cursor)
+        except Refused as exc:
+            return _refusal(exc.error)
+        return _read(found, drop="truncated")
 
     async def run_batch(
         ctx: Context, wiki: str, batch: Batch | PlanSubmission, wait: float, idempotency_key: str | None
@@ -830,6 +1099,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
                 description="Optional, checked only: write_batch's message is committed.",
             ),
         ] = "check",
+        diff: DiffPaths = None,
     ) -> Annotated[CallToolResult, CheckOutcome]:
         batch = batch_of(message, edits, True)
         if isinstance(batch, CallToolResult):
@@ -837,17 +1107,11 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         job = await run_batch(ctx, wiki, batch, MAX_WAIT, None)
         if isinstance(job, CallToolResult):
             return job
-        result = job.result
         outcome = CheckOutcome(job_id=job.job_id, status=job.status)
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
-        if result is not None:
-            outcome.applied, outcome.diff, outcome.warnings, outcome.plan = (
-                summed(result.applied),
-                shown(result.diff, result.applied),
-                result.warnings,
-                result.plan,
-            )
+        if job.result is not None:
+            _fill(outcome, summary(job.result, edits, diff))
         return _answer(outcome)
 
     @register(
@@ -885,7 +1149,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         result = job.result
         outcome = WriteOutcome(job_id=job.job_id, status=job.status, commit=None)
         if result is not None:
-            outcome.commit, outcome.applied = result.commit, summed(result.applied)
+            outcome.commit, outcome.edits = result.commit, edit_lines(result.applied, edits)
+            checked = await plan_checks(backend_for(ctx), plan) if plan is not None else None
+            if checked is not None:
+                outcome.files, outcome.checks = file_lines(checked.files), Invariants.of(checked)
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
         return _answer(outcome)
@@ -900,17 +1167,28 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
                 ge=0, le=MAX_WAIT, description="Hold the answer until the job finishes, up to this many s."
             ),
         ] = 0,
-    ) -> Annotated[CallToolResult, Job]:
-        """Get a batch job: {job_id, wiki, status, dry_run, result: {commit, applied, diff?, warnings?,
-        plan?}, error: {code, message, index}}.
+        diff: DiffPaths = None,
+    ) -> Annotated[CallToolResult, JobOutcome]:
+        """Get a job: {job_id, wiki, status, dry_run, commit, error?} and check_batch's fields.
 
-        Use it when write_batch or check_batch answered a job still queued or running, or for a check's full
-        diff. wait_seconds=60 answers as soon as it finishes (still running: call again). A failed or
-        cancelled job wrote nothing; error.index names the failing edit (see write_batch for each code).
-        Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages to see if it committed), FORBIDDEN
-        (another caller's job).
+        Use it when write_batch or check_batch answered a job still queued or running (wait_seconds=60
+        answers once it finishes), or for a check's diffs. A failed or cancelled job wrote nothing (error: as
+        write_batch's). Errors: JOB_NOT_FOUND (unknown or expired: re-read the pages to see if it
+        committed), FORBIDDEN (another caller's job).
         """
-        return await _answered(backend_for(ctx).job(job_id, wait_seconds))
+        try:
+            job = await backend_for(ctx).job(job_id, wait_seconds)
+        except Refused as exc:
+            return _refusal(exc.error)
+        outcome = JobOutcome(job_id=job.job_id, wiki=job.wiki, status=job.status, dry_run=job.dry_run)
+        if job.error is not None:
+            outcome.error = job.error
+        if job.result is not None:
+            outcome.commit = job.result.commit
+            _fill(outcome, summary(job.result, None, diff))
+        if not job.finished:
+            outcome.hint = UNFINISHED.format(status=job.status)
+        return _answer(outcome)
 
     @register(
         title="Cancel job",

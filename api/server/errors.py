@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from worker.errors import WikiqError
+from worker.errors import MAX_EDIT_ERRORS, WikiqError
 from worker.schema.answers import ErrorInfo
 from worker.schema.edits import OPS
 
@@ -80,6 +80,12 @@ def error_response(code: str, message: str, index: int | None = None, **headers:
     return JSONResponse(error_body(code, message, index), status_code=STATUS.get(code, 422), headers=headers)
 
 
+def refusal_response(exc: WikiqError, **headers: str) -> JSONResponse:
+    """The answer to a refusal: its whole error object (``details``, and every failing edit of a batch
+    refused by its checks), with the status its code maps to."""
+    return JSONResponse({"error": exc.to_dict()}, status_code=STATUS.get(exc.code, 422), headers=headers)
+
+
 def _validation_code(exc: RequestValidationError) -> str:
     """The code of a refused request: a bad wiki id in the URL is a wiki that does not exist, a bad page
     path in the URL is ``INVALID_PATH``, anything else ``INVALID_BATCH``."""
@@ -93,7 +99,11 @@ def _validation_code(exc: RequestValidationError) -> str:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
-    first = exc.errors()[0] if exc.errors() else {}
+    return _located(exc.errors()[0] if exc.errors() else {})
+
+
+def _located(first: Any) -> tuple[str, int | None]:
+    """The message of one validation error, naming the field, and the index of the edit it is in."""
     loc = [str(part) for part in first.get("loc", ()) if part != "body"]
     if loc and loc[0] in ("batch", "plan"):  # the submission's tag (a batch or a plan): drop it
         loc = loc[1:]
@@ -111,6 +121,20 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, int | None]:
     if first.get("type") == "extra_forbidden":
         message = "unknown field"
     return f"{where}: {message}", index
+
+
+def _failing_edits(exc: RequestValidationError, code: str) -> list[dict[str, Any]]:
+    """When edits of a submitted batch fail the schema: the first error (the answer's own), then each other
+    failing edit with its first error, in order, at most ``MAX_EDIT_ERRORS`` in all; empty when no edit
+    fails."""
+    found: dict[int | None, dict[str, Any]] = {}
+    for error in exc.errors():
+        message, index = _located(error)
+        if index not in found and len(found) < MAX_EDIT_ERRORS:
+            found[index] = {"code": code, "message": message, "index": index}
+    if all(index is None for index in found):
+        return []
+    return list(found.values())
 
 
 def _is_ui_page(path: str) -> bool:
@@ -150,7 +174,7 @@ def install(app: FastAPI) -> None:
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
-        return error_response(exc.code, exc.message, exc.index, **headers)
+        return refusal_response(exc, **headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -158,7 +182,11 @@ def install(app: FastAPI) -> None:
         if code == "WIKI_NOT_FOUND":
             return error_response(code, "no wiki by that id: ids match ^[a-z0-9][a-z0-9._-]{0,62}$")
         message, index = _validation_message(exc)
-        return error_response(code, message, index)
+        body = error_body(code, message, index)
+        failing = _failing_edits(exc, code)
+        if failing:
+            body["error"]["errors"] = failing
+        return JSONResponse(body, status_code=STATUS.get(code, 422))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -44,9 +44,7 @@ class ServiceBackend:
         try:
             return await call
         except WikiqError as exc:
-            raise Refused(
-                ErrorInfo(code=exc.code, message=exc.message, index=exc.index, details=exc.details)
-            ) from None
+            raise Refused(ErrorInfo.model_validate(exc.to_dict())) from None
 
     async def list_wikis(self) -> WikiList:
         found: WikiList = await self._call(self.service.reads.list_wikis(self.caller))
@@ -62,8 +60,10 @@ class ServiceBackend:
         found: Page = await self._call(self.service.reads.read_page(self.caller, wiki, path, sections))
         return found
 
-    async def read_pages(self, wiki: str, paths: list[str], sections: bool) -> PageSet:
-        found: PageSet = await self._call(self.service.reads.read_pages(self.caller, wiki, paths, sections))
+    async def read_pages(self, wiki: str, paths: list[str], sections: bool, cursor: str | None) -> PageSet:
+        found: PageSet = await self._call(
+            self.service.reads.read_pages(self.caller, wiki, paths, sections, cursor)
+        )
         return found
 
     async def backlinks(self, wiki: str, path: str, limit: int, cursor: str | None) -> BacklinkList:
@@ -81,9 +81,25 @@ class ServiceBackend:
         case_sensitive: bool,
         prefix: str,
         cursor: str | None,
+        *,
+        outside_code: bool = False,
+        multiline: bool = False,
+        count: bool = False,
     ) -> MatchList:
+        reads = self.service.reads
         found: MatchList = await self._call(
-            self.service.reads.search(
+            reads.count(
+                self.caller,
+                wiki,
+                query,
+                limit,
+                regex=regex,
+                prefix=prefix,
+                cursor=cursor,
+                outside_code=outside_code,
+            )
+            if count
+            else reads.search(
                 self.caller,
                 wiki,
                 query,
@@ -92,6 +108,8 @@ class ServiceBackend:
                 prefix=prefix,
                 case_sensitive=case_sensitive,
                 cursor=cursor,
+                outside_code=outside_code,
+                multiline=multiline,
             )
         )
         return found

@@ -130,14 +130,17 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
         numbered = await call(client, "read_pages", wiki=wiki, paths=["wiki/links.md"], line_numbers=True)
         assert "2| And [[old]] again." in numbered.content[0].text  # type: ignore[union-attr]
         first = data(await call(client, "find_backlinks", wiki=wiki, path="wiki/old.md", limit=1))
-        assert first["truncated"] and [b["line"] for b in first["backlinks"]] == [1]
+        assert first["next_cursor"] and [b["line"] for b in first["backlinks"]] == [1]
         rest = await call(
             client, "find_backlinks", wiki=wiki, path="wiki/old.md", cursor=first["next_cursor"]
         )
-        assert not data(rest)["truncated"] and [b["line"] for b in data(rest)["backlinks"]] == [2]
+        assert data(rest)["next_cursor"] is None and [b["line"] for b in data(rest)["backlinks"]] == [2]
         gone = error(await call(client, "read_page", wiki=wiki, path="wiki/links.md", raw=True))
         assert gone["code"] == "INVALID_BATCH" and gone["message"].startswith("raw: unknown argument")
-        listing = data(await call(client, "list_pages", wiki=wiki, prefix="wiki/"))
+        assert data(await call(client, "list_pages", wiki=wiki, prefix="wiki/"))["folders"] == {
+            "wiki/": ["links.md", "old.md"]
+        }
+        listing = data(await call(client, "list_pages", wiki=wiki, prefix="wiki/", versions=True))
         versions = {p["path"]: p["version"] for p in listing["pages"]}
         hits = data(await call(client, "search_wiki", wiki=wiki, query="[[OLD"))["matches"]
         assert {(m["path"], m["line"]) for m in hits} == {("wiki/links.md", 1), ("wiki/links.md", 2)}
@@ -156,8 +159,7 @@ async def test_read_rename_with_links_and_stale_version(svc: Service, transport:
         ]
         outcome = data(await call(client, "write_batch", wiki=wiki, message="Rename old to new", edits=edits))
         assert outcome["status"] == "succeeded" and len(outcome["commit"]) == 40
-        assert [(a["index"], a["op"]) for a in outcome["applied"]] == [(0, "rename"), (1, "replace")]
-        assert outcome["applied"][0]["new_path"] == "wiki/new.md"
+        assert outcome["edits"] == ["0 rename wiki/old.md -> wiki/new.md", "1 replace wiki/links.md"]
 
         fresh = {"op": "create", "path": "wiki/fresh.md", "content": "new\n"}
         stale = [fresh, fix | {"old": "[[new]]", "new": "[[newer]]", "expected_version": links["version"]}]
@@ -186,7 +188,8 @@ async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> 
         queued = data(await call(client, "write_batch", wiki=wiki, message="Later", edits=[edit], wait=False))
         assert queued["commit"] is None and queued["status"] in ("queued", "running", "succeeded")
         job = data(await call(client, "get_job", job_id=queued["job_id"], wait_seconds=30))
-        assert job["status"] == "succeeded" and job["result"]["applied"][0]["path"] == "wiki/later.md"
+        assert job["status"] == "succeeded" and not job["dry_run"]
+        assert job["edits"] == ["0 create wiki/later.md"]
         late = error(await call(client, "cancel_job", job_id=queued["job_id"]))
         assert late["code"] == "NOT_CANCELLABLE"
         missing = error(await call(client, "read_page", wiki=wiki, path="wiki/none.md"))
@@ -196,7 +199,11 @@ async def test_jobs_without_waiting_and_errors(svc: Service, transport: str) -> 
         assert (forbidden["code"], forbidden["index"]) == ("ZONE_FORBIDDEN", 1)
         trial = [edit | {"path": "wiki/d.md"}]
         dry = data(await call(client, "check_batch", wiki=wiki, message="Dry", edits=trial))
-        assert dry["status"] == "succeeded" and dry["applied"][0]["path"] == "wiki/d.md"
+        assert dry["status"] == "succeeded" and dry["edits"] == ["0 create wiki/d.md"]
+        assert dry["files"] == ["wiki/d.md created +1 -0"] and "diff" not in dry
+        job = data(await call(client, "get_job", job_id=dry["job_id"], diff=["wiki/"]))
+        assert [d["diff"] for d in job["diff"]] == ["--- /dev/null\n+++ b/wiki/d.md\n@@ -0,0 +1 @@\n+later\n"]
+        assert (job["dry_run"], job["edits"], job["files"]) == (True, dry["edits"], dry["files"])
         no_dry_run = error(
             await call(client, "write_batch", wiki=wiki, message="D", edits=trial, dry_run=True)
         )
@@ -225,7 +232,8 @@ async def test_check_batch_then_commit_its_plan(svc: Service, transport: str) ->
         neither = error(await call(client, "write_batch", wiki=wiki, message="M"))
         assert both["code"] == neither["code"] == "INVALID_BATCH"
         landed = data(await call(client, "write_batch", wiki=wiki, message="Planned", plan=checked["plan"]))
-        assert landed["status"] == "succeeded" and landed["applied"] == checked["applied"]
+        assert landed["status"] == "succeeded" and landed["edits"] == checked["edits"]
+        assert (landed["files"], landed["checks"]) == (checked["files"], checked["checks"])  # as checked
         again = error(await call(client, "write_batch", wiki=wiki, message="Again", plan=checked["plan"]))
         assert again["code"] == "PLAN_NOT_FOUND" and "check_batch" in again["hint"]
     assert svc.client.get(f"/v1/wikis/{wiki}/pages/wiki/planned.md").json()["content"] == "# Planned\n"
@@ -272,10 +280,10 @@ async def test_bearer_token_is_the_callers(tmp_path: Path, transport: str) -> No
         service.stop()
 
 
-async def test_search_replace_count_is_what_replace_across_replaces(svc: Service) -> None:
-    """search_wiki counts lines, ignoring case, with ^ at every line; replace_count=true answers instead
-    the count a replace_across of the same query applies (exact case, every occurrence, pattern over
-    the whole page, raw/ left out), the same check_batch's applied counts give."""
+async def test_search_count_is_what_replace_across_replaces(svc: Service) -> None:
+    """search_wiki counts lines, ignoring case, with ^ at every line; count=true answers instead the count
+    a replace_across of the same query applies (exact case, every occurrence, pattern over the whole
+    page, raw/ left out), the same check_batch's applied counts give, and its total as expected_count."""
     wiki = f"mcp-count-{next(_serial)}"
     svc.create_wiki(wiki)
     edits = [
@@ -286,25 +294,23 @@ async def test_search_replace_count_is_what_replace_across_replaces(svc: Service
     assert svc.apply(wiki, {"message": "seed", "edits": edits})["status"] == "succeeded"
     async with connect(svc, "stdio") as client:
         for query, regex in (("Redis", False), ("^# ", True), ("(?m)^# ", True)):
-            found = data(
-                await call(client, "search_wiki", wiki=wiki, query=query, regex=regex, replace_count=True)
-            )
+            found = data(await call(client, "search_wiki", wiki=wiki, query=query, regex=regex, count=True))
             edit = {"op": "replace_across", "prefix": "", "new": "X"} | (
                 {"pattern": query} if regex else {"old": query}
             )
-            checked = data(await call(client, "check_batch", wiki=wiki, edits=[edit]))
-            counts = [{"path": a["path"], "count": a["count"]} for a in checked["applied"]]
-            assert found["replace_pages"] == counts, query
-            assert found["replace_count"] == sum(c["count"] for c in counts), query
+            checked = await call(
+                client, "check_batch", wiki=wiki, edits=[edit | {"expected_count": found["total"]}]
+            )
+            job = svc.client.get(f"/v1/jobs/{data(checked)['job_id']}").json()
+            counts = [{"path": a["path"], "count": a["count"]} for a in job["result"]["applied"]]
+            assert found["pages"] == counts, query
+            assert found["total"] == sum(c["count"] for c in counts) and found["next_cursor"] is None, query
         lines = data(await call(client, "search_wiki", wiki=wiki, query="Redis"))["matches"]
         assert len(lines) == 4  # a.md lines 1 and 3, b.md (case ignored), raw/r.md
-        counted = data(await call(client, "search_wiki", wiki=wiki, query="Redis", replace_count=True))
-        assert (counted["replace_count"], counted["replace_pages"]) == (
-            3,
-            [{"path": "wiki/a.md", "count": 3}],
-        )
-        none = data(await call(client, "search_wiki", wiki=wiki, query="absent", replace_count=True))
-        assert (none["matches"], none["replace_count"], none["replace_pages"]) == ([], 0, [])
+        counted = data(await call(client, "search_wiki", wiki=wiki, query="Redis", count=True))
+        assert (counted["total"], counted["pages"]) == (3, [{"path": "wiki/a.md", "count": 3}])
+        none = data(await call(client, "search_wiki", wiki=wiki, query="absent", count=True))
+        assert (none["matches"], none["total"], none["pages"]) == ([], 0, [])
     commits = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"]
     assert commits[0]["message"].startswith("seed")  # counting commits nothing
 
@@ -330,9 +336,10 @@ async def test_delete_redirecting_links_and_replace_outside_code(svc: Service) -
         ]
         outcome = data(await call(client, "write_batch", wiki=wiki, message="Redirect", edits=edits))
     assert outcome["status"] == "succeeded"
-    assert [(a["index"], a["op"], a["path"], a.get("count")) for a in outcome["applied"]][2:4] == [
-        (1, "rewrite_links", "wiki/links.md", 2),
-        (2, "create", "wiki/code.md", None),
+    assert outcome["edits"][1:] == [
+        "1 delete wiki/old.md, links 2 in 1 pages",
+        "2 create wiki/code.md",
+        "3 replace_across wiki/code.md 1, wiki/links.md 2 (3 replaced)",
     ]
     assert svc.page(wiki, "wiki/links.md")["content"] == "See [[Other]].\r\nAnd [[Other]] again.\n"
     assert svc.page(wiki, "wiki/code.md")["content"] == "[[Other]] and `[[other]]`\n"

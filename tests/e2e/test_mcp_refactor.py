@@ -2,7 +2,8 @@
 generated 30-page wiki: split a page into its sections, move a folder of five pages with rewrite_links,
 fix the index, append to the log — ONE batch, one commit — and afterwards not one broken link, as an
 independent link scanner (regexes over code-masked text, plain git to read the tree) finds. A dry run of
-the same batch answers the diff and no warnings; with a deliberate broken link it answers that warning.
+the same batch answers a summary (a line per edit and per changed file, no broken link, no code changed)
+and no warnings, the diffs only when asked for; with a deliberate broken link it answers that warning.
 """
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ async def plan_refactor(client: Client, wiki: str, broken: bool = False) -> list
 
 
 async def test_scripted_refactor_through_mcp_stdio(svc: Service) -> None:
-    """check_batch answers the diff and no warnings (and LINK_BROKEN for a deliberate broken link);
-    write_batch lands it as one commit; afterwards no link is broken."""
+    """check_batch answers its summary and checks and no warnings (and LINK_BROKEN for a deliberate
+    broken link), get_job the diffs asked for; write_batch lands it as one commit; afterwards no link is
+    broken."""
     wiki = f"refactor-mcp-{next(_serial)}"
     svc.create_wiki(wiki)
     files = generated_wiki()
@@ -153,23 +155,36 @@ async def test_scripted_refactor_through_mcp_stdio(svc: Service) -> None:
 
         checked = data(await call(client, "check_batch", wiki=wiki, edits=edits, message="Refactor"))
         assert checked["status"] == "succeeded"
-        assert checked["warnings"] == []
-        diffs = {d["path"]: d for d in checked["diff"]}
-        assert {f"wiki/guide/{s.lower()}.md" for s in SECTIONS} <= set(diffs)
-        assert {"wiki/guide.md", "index.md", "log.md"} <= set(diffs)
+        assert checked["warnings"] == [] and "diff" not in checked  # a summary: diffs only on request
+        # verified without reading a diff: no link broken, code untouched, the topics only link-rewritten
+        checks = checked["checks"]
+        assert (checks["links"]["broken_before"], checks["links"]["broken_after"]) == (0, 0)
+        assert (checks["code_changed"], checks["unnamed"]) == (0, 12)
+        assert checked["edits"][6] == "6 rename 5 files in wiki/old/ -> wiki/archive/, links 14 in 14 pages"
+        files = checked["files"]
+        assert {f"wiki/guide/{s.lower()}.md" for s in SECTIONS} <= {line.split(" ")[0] for line in files}
+        assert {"wiki/guide.md +4 -3", "index.md +3 -0", "log.md +1 -0"} <= set(files)
+        assert "wiki/archive/* 5 files (5 moved) +0 -0" in files
+        assert "wiki/topics/* 12 files +12 -12, links 12, 12 unnamed" in files  # a link each
+        shown = data(
+            await call(client, "get_job", job_id=checked["job_id"], diff=["wiki/guide.md", "wiki/old/"])
+        )
+        diffs = {d["path"]: d for d in shown["diff"]}
+        assert set(diffs) == {"wiki/guide.md", *(f"wiki/archive/legacy-{n}.md" for n in range(1, LEGACY + 1))}
         assert {diffs[f"wiki/archive/legacy-{n}.md"]["old_path"] for n in range(1, LEGACY + 1)} == {
             f"wiki/old/legacy-{n}.md" for n in range(1, LEGACY + 1)
         }
         assert "+Moved to [[guide/install]].\n" in diffs["wiki/guide.md"]["diff"]
-        rewritten = {a["path"]: a["count"] for a in checked["applied"] if a["op"] == "rewrite_links"}
+        topics = data(await call(client, "get_job", job_id=checked["job_id"], diff=["wiki/topics/"]))["diff"]
         qualified = {f"wiki/topics/topic-{n + 1:02d}.md" for n in range(TOPICS) if n % 5 in (1, 2, 4)}
-        assert rewritten == dict.fromkeys([*qualified, "wiki/guide/configure.md", "wiki/guide/operate.md"], 1)
+        assert {d["path"] for d in topics} == qualified
 
         bad = await plan_refactor(client, wiki, broken=True)
         warned = data(await call(client, "check_batch", wiki=wiki, edits=bad))
         assert [(w["code"], w["path"], w["link"]) for w in warned["warnings"]] == [
             ("LINK_BROKEN", "wiki/guide/operate.md", "[[no-such-page]]")
         ]
+        assert warned["checks"]["links"]["broken_after"] == 1
         assert head_files(svc, wiki)[0] == before  # checks commit nothing
 
         outcome = data(

@@ -92,7 +92,8 @@ def test_case_sensitive_prefix_and_cursor(repo: WikiRepo) -> None:
 
 def test_regex_search_is_re2_over_each_page_with_multiline_anchors(repo: WikiRepo) -> None:
     """regex: RE2 with ^/$ at line ends, case-insensitive by default; one hit per line where a match
-    starts, with the match's column; a pattern RE2 refuses is PATTERN_INVALID."""
+    starts, with the match's column; a match crosses lines only with multiline; a pattern RE2 refuses is
+    PATTERN_INVALID."""
     commit = head(repo)
     hits = repo.search(commit, r"^redis", regex=True, limit=100)
     assert [(h.path, h.line) for h in hits] == [
@@ -100,7 +101,10 @@ def test_regex_search_is_re2_over_each_page_with_multiline_anchors(repo: WikiRep
         ("wiki/notes/a.md", 2),
         ("wiki/notes/a.md", 4),
     ]
-    spanning = repo.search(commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10)
+    assert repo.search(commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10) == []
+    spanning = repo.search(
+        commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10, multiline=True
+    )
     assert [(h.path, h.line, h.text) for h in spanning] == [("wiki/db/redis.md", 3, "## Persistence")]
     column = repo.search(commit, r"R[A-Z]+S", regex=True, case_sensitive=True, limit=10)
     assert [(h.path, h.text[h.column : h.column + 5]) for h in column] == [("wiki/db/pg.md", "REDIS")]

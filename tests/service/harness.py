@@ -489,13 +489,27 @@ def expect_error_shape(answer: httpx.Response, status: int) -> dict[str, Any]:
     body = answer.json()
     assert set(body) == {"error"}, body
     error = body["error"]
-    assert set(error) - {"details"} == {"code", "message", "index"}, body  # details: some refusals only
-    assert isinstance(error.get("details", {}), dict), body
+    check_error_object(error)
     assert isinstance(error["code"], str) and error["code"], body
     assert isinstance(error["message"], str) and error["message"], body
     assert error["index"] is None or isinstance(error["index"], int), body
     assert "Traceback" not in answer.text and 'File "' not in answer.text, body
     return dict(error)
+
+
+OPTIONAL_ERROR_KEYS = {"details", "errors", "unchecked"}  # details: some refusals; errors: batches
+
+
+def check_error_object(error: dict[str, Any]) -> None:
+    """Assert ``error`` is the contract's error object: code, message, index, and the optional keys; a
+    batch's ``errors`` lists failing edits in order, the first being the error itself."""
+    assert set(error) - OPTIONAL_ERROR_KEYS == {"code", "message", "index"}, error
+    assert isinstance(error.get("details", {}), dict), error
+    if "errors" in error:
+        listed = error["errors"]
+        assert listed and all(set(e) - {"details"} == {"code", "message", "index"} for e in listed), error
+        assert (listed[0]["code"], listed[0]["index"]) == (error["code"], error["index"]), error
+    assert isinstance(error.get("unchecked", 0), int), error
 
 
 def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
@@ -511,15 +525,15 @@ def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
         assert submitted <= started <= finished, job
     if status == "succeeded":
         assert job["error"] is None, job
-        # a dry run also answers a diff per changed file, warnings and (to its submitter) a plan
-        dry = {"diff", "warnings", "plan"} if job.get("dry_run") else set()
+        # a dry run also answers a diff per changed file, warnings, the batch's checks and (to its
+        # submitter) a plan
+        dry = {"diff", "warnings", "checks", "plan"} if job.get("dry_run") else set()
         assert (
             {"commit", "applied"} | (dry - {"plan"}) <= set(job["result"]) <= {"commit", "applied"} | dry
         ), job
     if status == "failed":
         assert job["result"] is None, job
-        assert set(job["error"]) - {"details"} == {"code", "message", "index"}, job
-        assert isinstance(job["error"].get("details", {}), dict), job
+        check_error_object(job["error"])
     if status in ("queued", "cancelled"):
         assert job["started_at"] is None and job["result"] is None, job
 

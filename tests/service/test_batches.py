@@ -707,6 +707,42 @@ async def test_each_edits_chosen_pages_in_one_commit(dep: Deployment) -> None:
     fsck(dep.repo(wiki))
 
 
+async def test_merge_pages_lands_as_one_commit_with_its_links(dep: Deployment) -> None:
+    """merge_pages over HTTP: the new page holds both pages' text under their headings, both pages are
+    gone and the links to them point into the new page, in one commit checked in plain git."""
+    wiki = await dep.new_wiki("merge")
+    await dep.seed(
+        wiki,
+        {
+            "wiki/teams/infra.md": "---\nowner: a\n---\n# Infra\n\n## Oncall\n\nweekly\n",
+            "wiki/teams/sre.md": "# SRE\n\nsee [[infra#Oncall]]\n",
+            "wiki/x.md": "[[infra]] [s](teams/sre.md)\n",
+        },
+    )
+    before = await dep.head(wiki)
+    edit = {
+        "op": "merge_pages",
+        "path": "wiki/teams/platform.md",
+        "pages": ["wiki/teams/infra.md", "wiki/teams/sre.md"],
+    }
+    job = await dep.apply(wiki, {"message": "merge the teams", "edits": [edit]})
+    check_job(job, wiki, "succeeded")
+    files = tree_files(dep.repo(wiki), job["result"]["commit"], regular_only=True)
+    assert files["wiki/teams/platform.md"] == (
+        b"# Infra\n\n## Infra\n\n### Oncall\n\nweekly\n\n## SRE\n\nsee [[platform#Oncall]]\n"
+    )
+    assert files["wiki/x.md"] == b"[[platform]] [s](teams/platform.md#sre)\n"  # "# Infra" is the first
+    assert "wiki/teams/infra.md" not in files and "wiki/teams/sre.md" not in files
+    assert [(e["op"], e["path"]) for e in job["result"]["applied"]] == [
+        ("merge_pages", "wiki/teams/platform.md"),
+        ("delete", "wiki/teams/infra.md"),
+        ("delete", "wiki/teams/sre.md"),
+        ("rewrite_links", "wiki/x.md"),
+    ]
+    assert [c["commit"] for c in await dep.commits(wiki, 2)] == [job["result"]["commit"], before]
+    fsck(dep.repo(wiki))
+
+
 async def test_extract_section_and_retarget_links_land_as_one_commit(dep: Deployment) -> None:
     """A batch that extracts a section to a new page (leaving a link) and then retargets the links to a
     heading of another page lands as one commit: plain git sees the new page, the cut source and every
@@ -761,3 +797,172 @@ async def test_extract_section_and_retarget_links_land_as_one_commit(dep: Deploy
     assert [c["commit"] for c in history] == [job["result"]["commit"], before]
     assert git_text(dep.repo(wiki), "rev-parse", f"{job['result']['commit']}^").strip() == before
     fsck(dep.repo(wiki))
+
+
+# -- every failing edit at once ----------------------------------------------------------------------------
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def _codes(error: dict[str, Any]) -> list[tuple[int | None, str]]:
+    return [(entry["index"], entry["code"]) for entry in error["errors"]]
+
+
+async def test_a_refused_batch_lists_every_failing_edit_and_writes_nothing(dep: Deployment) -> None:
+    """Three edits fail in the worker, each its own way: the failed job's error is the first (as before)
+    and its errors list all three with index, code, message (and the mismatch's current version); the
+    edits that pass are not listed, and nothing is written."""
+    wiki = await dep.new_wiki("every")
+    v = await dep.seed(wiki, {"wiki/a.md": "alpha\n", "wiki/b.md": "beta\n"})
+    before = await dep.head(wiki)
+    edits = [
+        create("wiki/fresh.md"),
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "gamma",
+            "new": "x",
+            "expected_version": v["wiki/a.md"],
+        },
+        {"op": "append", "path": "wiki/b.md", "content": "fine\n"},
+        {"op": "delete", "path": "wiki/b.md", "expected_version": "0" * 40},
+        {"op": "append", "path": "wiki/none.md", "content": "x\n"},
+    ]
+    job = await dep.apply(wiki, {"message": "doomed", "edits": edits})
+    check_job(job, wiki, "failed")
+    error = job["error"]
+    assert (error["code"], error["index"]) == ("OLD_NOT_FOUND", 1), job
+    assert _codes(error) == [(1, "OLD_NOT_FOUND"), (3, "VERSION_MISMATCH"), (4, "NOT_FOUND")], job
+    assert error["errors"][0]["message"] == error["message"]
+    assert error["errors"][1]["details"]["current_version"] == v["wiki/b.md"]
+    assert all(entry["message"] for entry in error["errors"])
+    assert await dep.head(wiki) == before
+    assert "wiki/fresh.md" not in await dep.pages(wiki)
+
+
+async def test_a_batch_refused_at_submission_lists_every_failing_edit(dep: Deployment) -> None:
+    """The checks at submission go on past the first failing edit too: the 422's error is the first, its
+    errors every edit the static checks or the schema refused; nothing is queued."""
+    wiki = await dep.new_wiki("every-static")
+    statics = [
+        create("wiki/../x.md"),
+        create("wiki/fine.md"),
+        {"op": "delete", "path": "raw/r.md", "expected_version": "0" * 40},
+    ]
+    error = expect_error(await dep.submit(wiki, {"message": "m", "edits": statics}), 422, "INVALID_PATH", 0)
+    assert _codes(error) == [(0, "INVALID_PATH"), (2, "ZONE_FORBIDDEN")], error
+    shapes = [
+        create("wiki/fine.md"),
+        {"op": "replace", "path": "wiki/a.md", "old": "a"},
+        create("wiki/fine2.md"),
+        {"op": "delete", "path": "wiki/a.md", "surprise": 1},
+    ]
+    error = expect_error(await dep.submit(wiki, {"message": "m", "edits": shapes}), 422, "INVALID_BATCH", 1)
+    assert _codes(error) == [(1, "INVALID_BATCH"), (3, "INVALID_BATCH")], error
+    assert error["errors"][1]["message"] == "surprise: unknown field", error
+    assert await dep.jobs(wiki) == []
+
+
+async def test_check_batch_over_mcp_lists_every_failing_edit(dep: Deployment) -> None:
+    """An agent's check_batch (the /mcp tool, in process) answers every failing edit of the dry run at
+    once, with a hint for each code met, so one corrected batch can pass."""
+    wiki = await dep.new_wiki("every-mcp")
+    v = await dep.seed(wiki, {"wiki/a.md": "alpha\n", "wiki/b.md": "beta\n"})
+    edits = [
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "gamma",
+            "new": "x",
+            "expected_version": v["wiki/a.md"],
+        },
+        {"op": "overwrite", "path": "wiki/b.md", "content": "x\n", "expected_version": v["wiki/a.md"]},
+        {"op": "append", "path": "wiki/none.md", "content": "x\n"},
+    ]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "check_batch", "arguments": {"wiki": wiki, "edits": edits}},
+    }
+    answer = await dep.client.post("/mcp", json=call, headers=MCP_HEADERS)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True, result
+    refusal = result["structuredContent"]
+    error = refusal["error"]
+    assert (error["code"], error["index"]) == ("OLD_NOT_FOUND", 0), refusal
+    assert _codes(error) == [(0, "OLD_NOT_FOUND"), (1, "VERSION_MISMATCH"), (2, "NOT_FOUND")], refusal
+    assert refusal["status"] == "failed" and refusal["job_id"], refusal
+    for code in ("OLD_NOT_FOUND", "VERSION_MISMATCH", "NOT_FOUND"):
+        assert f"{code}: " in refusal["hint"], refusal
+    fixed = [
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "alpha",
+            "new": "x",
+            "expected_version": v["wiki/a.md"],
+        },
+        {**edits[1], "expected_version": error["errors"][1]["details"]["current_version"]},
+        {**edits[2], "path": "wiki/b.md"},
+    ]
+    call["params"]["arguments"]["edits"] = fixed  # type: ignore[index]
+    again = (await dep.client.post("/mcp", json=call, headers=MCP_HEADERS)).json()["result"]
+    assert again["isError"] is False and again["structuredContent"]["status"] == "succeeded", again
+
+
+async def test_an_agent_giving_the_version_it_read_after_link_rewriting_is_not_refused(
+    dep: Deployment,
+) -> None:
+    """write_batch's description tells an agent to give the version it read, which holds for the whole
+    batch: after a rename rewrote index.md's links, an overwrite of index.md with the version list_pages
+    gave lands (no VERSION_REQUIRED), with the agent's content; "batch" there is refused naming the rule."""
+    wiki = await dep.new_wiki("read-version")
+    v = await dep.seed(wiki, {"wiki/old.md": "# Old\n"})
+    index = await dep.page(wiki, "index.md")
+    await dep.apply(
+        wiki,
+        {
+            "message": "link it",
+            "edits": [
+                {
+                    "op": "append",
+                    "path": "index.md",
+                    "content": "- [[old]]\n",
+                    "expected_version": index["version"],
+                }
+            ],
+        },
+    )
+    listed = await dep.pages(wiki)
+    rename = {
+        "op": "rename",
+        "path": "wiki/old.md",
+        "new_path": "wiki/new.md",
+        "expected_version": v["wiki/old.md"],
+        "rewrite_links": True,
+    }
+    overwrite = {"op": "overwrite", "path": "index.md", "content": "# Index\n\n- [[new]]\n"}
+
+    async def write(version: str) -> dict[str, Any]:
+        edits = [rename, {**overwrite, "expected_version": version}]
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "write_batch", "arguments": {"wiki": wiki, "message": "move", "edits": edits}},
+        }
+        answer = await dep.client.post("/mcp", json=call, headers=MCP_HEADERS)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["result"])
+
+    refused = await write("batch")
+    assert refused["isError"] is True, refused
+    error = refused["structuredContent"]["error"]
+    assert (error["code"], error["index"]) == ("VERSION_REQUIRED", 1), error
+    assert "give the version you read" in error["message"], error
+    assert "holds for the whole batch" in refused["structuredContent"]["hint"], refused
+    landed = await write(listed["index.md"]["version"])
+    assert landed["isError"] is False and landed["structuredContent"]["status"] == "succeeded", landed
+    assert (await dep.page(wiki, "index.md"))["content"] == "# Index\n\n- [[new]]\n"

@@ -33,10 +33,52 @@ async def test_a_plan_commits_byte_for_byte_what_its_dry_run_showed(dep: Deploym
     job = await dep.apply(wiki, {"plan": plan})
     assert job["status"] == "succeeded", job
     assert job["result"]["applied"] == checked["result"]["applied"]
-    assert "plan" not in job["result"]
+    assert "plan" not in job["result"] and "checks" not in job["result"]  # a real run: no review
+    # what write_batch over MCP answers for a plan: its dry run's checks, still kept once committed
+    kept = await dep.wait(checked["job_id"])
+    assert kept["result"]["checks"] == checked["result"]["checks"]
     assert (await dep.page(wiki, "wiki/a.md"))["content"] == "# A\nnew text\n"
     message = git_text(dep.repo(wiki), "log", "-1", "--format=%s", "main")
     assert message.strip() == "planned change"
+
+
+async def test_a_dry_run_answers_its_checks(dep: Deployment) -> None:
+    """Over HTTP a dry run's result carries its checks beside the diff: every changed file with its line
+    counts, links rewritten and code changed, the broken links before and after, the code pieces
+    changed in all and the files no edit named."""
+    wiki = await dep.new_wiki("plan-checks")
+    v = await dep.seed(
+        wiki,
+        {
+            "wiki/a.md": "# A\n\n```\n[[b]] in code\n```\n",
+            "wiki/b.md": "# B\n",
+            "wiki/c.md": "See [[b]] and [[gone]].\n",
+        },
+    )
+    edits = [
+        {"op": "rename", "path": "wiki/b.md", "new_path": "wiki/sub/bee.md", "rewrite_links": True}
+        | {"expected_version": v["wiki/b.md"]},
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "in code",
+            "new": "changed",
+            "expected_version": v["wiki/a.md"],
+        },
+    ]
+    checks = (await _check(dep, wiki, edits))["result"]["checks"]
+    assert checks == {
+        "links": {"pages": 3, "broken_before": 1, "broken_after": 1, "ambiguous_after": 0},
+        "code_changed": 2,
+        "unnamed": 1,
+        "files": [
+            {"path": "wiki/a.md", "change": "modified", "added": 1, "removed": 1}
+            | {"code_added": 1, "code_removed": 1, "named": True},
+            {"path": "wiki/c.md", "change": "modified", "added": 1, "removed": 1, "links": 1, "named": False},
+            {"path": "wiki/sub/bee.md", "old_path": "wiki/b.md", "change": "moved", "added": 0, "removed": 0}
+            | {"named": True},
+        ],
+    }
 
 
 async def test_a_plan_is_checked_again_on_a_moved_head(dep: Deployment) -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from api.client import AsyncClient, ClientError, raise_for_error
+from api.client import AsyncClient, ClientError, SearchOptions, raise_for_error
 from tests.gitutil import blob_id
 from tests.service.harness import BASE_URL, Deployment, create
 from worker.schema.answers import Job
@@ -154,3 +154,18 @@ async def test_replace_with_the_read_version(dep: Deployment, client: AsyncClien
     assert [m.path for m in await client.search(wiki, "b")] == ["wiki/a.md"]
     assert [c.job_id for c in await client.commits(wiki, 2)] == [done.job_id, job.job_id]
     assert (await client.list_pages(wiki, prefix="wiki/")).next_cursor is None
+
+
+async def test_search_modes_and_counts(dep: Deployment, client: AsyncClient) -> None:
+    """SearchOptions sends outside_code, multiline and count: prose-only lines, a match across lines only
+    when asked, and counts per page with their total, typed."""
+    wiki = await dep.new_wiki("client-modes")
+    await dep.seed(wiki, {"wiki/a.md": "typo here\n\n```\ntypo in code\n```\n\nend\nstart typo\n"})
+    prose = await client.search_page(wiki, "typo", options=SearchOptions(outside_code=True))
+    assert [m.line for m in prose.matches] == [1, 8]
+    assert (await client.search_page(wiki, "end\\nstart", options=SearchOptions(regex=True))).matches == []
+    across = await client.search_page(wiki, "end\\nstart", options=SearchOptions(regex=True, multiline=True))
+    assert [m.line for m in across.matches] == [7]
+    counted = await client.search_page(wiki, "typo", options=SearchOptions(count=True, outside_code=True))
+    assert (counted.matches, counted.total) == ([], 2)
+    assert [(p.path, p.count) for p in counted.pages or []] == [("wiki/a.md", 2)]

@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 from mcp.types import ListToolsResult
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from api.mcp.listing import KEYWORDS as ALLOWED
 from api.mcp.listing import keywords, lean
@@ -19,19 +19,31 @@ from api.mcp.tools import (
     LINK_FILES,
     LINK_PAGE,
     CheckOutcome,
+    Invariants,
+    JobOutcome,
+    Listing,
     Outline,
     WriteOutcome,
+    _refusal,
     build_server,
+    edit_lines,
+    file_lines,
     invalid_arguments,
-    shown,
-    summed,
+    shown_warnings,
+    summary,
     trimmed,
+    wanted,
 )
+from worker.engine import DictHead, blob_id, preflight, review
 from worker.engine.markdown.links import find_links, resolve_target
+from worker.engine.paths import DEFAULT_POLICY
 from worker.errors import CODES
+from worker.jobs.results import job_result
 from worker.schema import answers
-from worker.schema.answers import FileDiff
+from worker.schema.answers import EditError, ErrorInfo, FileDiff
 from worker.schema.edits import OPS, Edit, Limits
+
+EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
 READ_TOOLS = {
     "list_wikis",
@@ -100,6 +112,63 @@ def test_write_batch_stays_short_and_names_every_batch_error() -> None:
         "INVALID_WEBHOOK",
         "MISDIRECTED_HOST",
     }
+
+
+def test_write_batch_states_a_version_rule_an_agent_cannot_trip() -> None:
+    """An agent writing from the description alone gives the version it read, which the engine accepts
+    at every point of the batch (tests/unit/engine/test_batch_version.py): the description says so and
+    offers no "batch" value, whose rule depends on what the earlier edits checked; VERSION_REQUIRED's
+    hint repeats the rule."""
+    write = tools()["write_batch"].description
+    rule = "expected_version: the version you read (read_page, list_pages); it holds for the whole batch, "
+    assert rule + "also after earlier edits changed the page." in write
+    assert '"batch"' not in write
+    assert "holds for the whole batch" in HINTS["VERSION_REQUIRED"]
+
+
+def test_a_refusal_of_several_edits_lists_them_with_a_hint_for_each_code() -> None:
+    """A refused batch's error keeps its first failure and lists every failing edit; the hint says to fix
+    them all at once and gives each code's own hint; a single failure keeps its code's hint alone."""
+    errors = [
+        EditError(index=1, code="OLD_NOT_FOUND", message="'old' does not occur"),
+        EditError(index=4, code="VERSION_MISMATCH", message="changed", details={"current_version": "v"}),
+        EditError(index=6, code="OLD_NOT_FOUND", message="'old' does not occur"),
+    ]
+    first = errors[0]
+    error = ErrorInfo(code=first.code, message=first.message, index=1, errors=errors, unchecked=7)
+    result = _refusal(error, job_id="j", status="failed")
+    data = result.structured_content
+    assert result.is_error and data is not None
+    assert [(e["index"], e["code"]) for e in data["error"]["errors"]] == [
+        (1, "OLD_NOT_FOUND"),
+        (4, "VERSION_MISMATCH"),
+        (6, "OLD_NOT_FOUND"),
+    ]
+    assert data["error"]["errors"][1]["details"] == {"current_version": "v"}
+    assert data["error"]["unchecked"] == 7 and "from 7 on were not checked" in data["hint"]
+    assert data["hint"].count("OLD_NOT_FOUND: ") == 1 and "VERSION_MISMATCH: " in data["hint"]
+    single = ErrorInfo(code="OLD_NOT_FOUND", message="m", index=1, errors=[first])
+    assert _refusal(single).structured_content["hint"] == HINTS["OLD_NOT_FOUND"]  # type: ignore[index]
+
+
+def test_argument_errors_list_every_failing_edit() -> None:
+    """Edits that fail the schema are listed one entry each (its first error), after the first error."""
+    with pytest.raises(ValidationError) as info:
+        _Args.model_validate(
+            {
+                "wiki": "a",
+                "edits": [
+                    {"op": "replace", "path": "x", "old": "a"},
+                    {"op": "delete", "path": "x", "extra": 1},
+                ],
+            }
+        )
+    data = invalid_arguments(info.value).structured_content
+    assert data is not None
+    assert [(e["index"], e["message"]) for e in data["error"]["errors"]] == [
+        (0, "edits.0.new: Field required"),
+        (1, "edits.1.extra: unknown field"),
+    ]
 
 
 def test_every_argument_is_described_and_every_edit_field_named_in_the_prose() -> None:
@@ -199,7 +268,7 @@ def _instance(model: type[BaseModel]) -> dict[str, Any]:
     """A sample answer of ``model`` as a tool sends it (unset fields left out)."""
     samples: dict[type[BaseModel], dict[str, Any]] = {
         answers.WikiList: {"wikis": [{"id": "w", "head": None}]},
-        answers.PageList: {"pages": [{"path": "a", "version": "v", "size": 1}], "next_cursor": None},
+        Listing: {"folders": {"": ["a"], "wiki/": ["b.md"]}, "next_cursor": None},
         answers.Page: {"path": "a", "version": "v", "content": "x", "size": 1, "commit": "c", "sections": []},
         answers.PageSet: {"commit": None, "pages": [], "errors": []},
         answers.MatchList: {"matches": [{"path": "a", "line": 1, "text": "x", "version": "v"}]},
@@ -220,7 +289,7 @@ def test_answer_schemas_name_only_fields_the_answers_have() -> None:
     it always sends, and accepts a real answer (hosts validate structured results against it)."""
     models: dict[str, type[BaseModel]] = {
         "list_wikis": answers.WikiList,
-        "list_pages": answers.PageList,
+        "list_pages": Listing,
         "read_page": answers.Page,
         "read_pages": answers.PageSet,
         "page_outline": Outline,
@@ -228,24 +297,34 @@ def test_answer_schemas_name_only_fields_the_answers_have() -> None:
         "find_backlinks": answers.BacklinkList,
         "check_batch": CheckOutcome,
         "write_batch": WriteOutcome,
-        "get_job": answers.Job,
+        "get_job": JobOutcome,
         "cancel_job": answers.Job,
     }
     for name, tool in tools().items():
         model = models[name]
         schema = tool.output_schema
-        extras = {"replace_count", "replace_pages"} if name == "search_wiki" else set()  # set by the tool
-        assert schema is not None and set(schema["properties"]) <= set(model.model_fields) | extras, name
+        assert schema is not None and set(schema["properties"]) <= set(model.model_fields), name
         for field in schema["required"]:
             assert model.model_fields[field].is_required(), (name, field)
-        if model not in (Outline, CheckOutcome, WriteOutcome):
+        if model not in (Outline, CheckOutcome, WriteOutcome, JobOutcome):
             jsonschema.validate(_instance(model), schema)
-    applied = [answers.Applied(index=0, op="create", path="wiki/a.md", version="v")]
-    write, check = tools()["write_batch"].output_schema, tools()["check_batch"].output_schema
+    lines = ["0 create wiki/a.md"]
+    checks = Invariants(links=None, code_changed=0, unnamed=0)
+    listed = tools()
+    write, check = listed["write_batch"].output_schema, listed["check_batch"].output_schema
+    job = listed["get_job"].output_schema
     for outcome, schema in (
         (WriteOutcome(job_id="j", status="queued", hint="wait"), write),
-        (WriteOutcome(job_id="j", status="succeeded", commit="c", applied=applied), write),
-        (CheckOutcome(job_id="j", status="succeeded", applied=applied, diff=[], warnings=[]), check),
+        (WriteOutcome(job_id="j", status="succeeded", commit="c", edits=lines, checks=checks), write),
+        (
+            CheckOutcome(job_id="j", status="succeeded", edits=lines, files=[], checks=checks, warnings=[]),
+            check,
+        ),
+        (JobOutcome(job_id="j", status="succeeded", dry_run=True, edits=lines, checks=checks, diff=[]), job),
+        (
+            JobOutcome(job_id="j", status="failed", error=answers.ErrorInfo(code="NOT_FOUND", message="m")),
+            job,
+        ),
     ):
         jsonschema.validate(outcome.model_dump(mode="json", exclude_unset=True), schema)
 
@@ -358,40 +437,230 @@ def _applied(**fields: Any) -> answers.Applied:
     return answers.Applied.model_validate({"version": "0" * 40, **fields})
 
 
-def test_an_edits_many_moves_and_rewrites_are_summed_past_the_bound() -> None:
-    """A folder rename of 21 files with 22 rewritten pages answers one entry of each; 20 stay listed."""
-    many = [
-        _applied(index=1, op="rename", path=f"wiki/q/{n}.md", new_path=f"wiki/p/{n}.md") for n in range(21)
+def test_edit_lines_say_what_each_edit_matched_and_changed() -> None:
+    """One line per edit: its op and paths (several under their common folder, moves with where to),
+    counts, the links its rewrites repointed, a section op's heading and the keys a frontmatter edit
+    sets; an extracted page is named once; an edit with no entry says it changed nothing."""
+    applied = [_applied(index=0, op="replace", path="index.md")]
+    applied += [
+        _applied(index=1, op="rename", path=f"wiki/queue/q{n}.md", new_path=f"wiki/platform/queue/q{n}.md")
+        for n in range(40)
     ]
-    many += [_applied(index=1, op="rewrite_links", path=f"wiki/t/{n}.md", count=2) for n in range(22)]
-    edit = _applied(index=0, op="replace", path="index.md")
-    out = summed([edit, *many])
-    assert out is not None
-    assert [e.model_dump(exclude_none=True) for e in out] == [
-        edit.model_dump(exclude_none=True),
-        {"index": 1, "op": "rename", "files": 21},
-        {"index": 1, "op": "rewrite_links", "files": 22, "count": 44},
+    applied += [_applied(index=1, op="rewrite_links", path=f"wiki/t/{n}.md", count=2) for n in range(30)]
+    applied += [
+        _applied(index=2, op="extract_section", path="wiki/ops.md", new_path="wiki/ops/failover.md"),
+        _applied(index=2, op="create", path="wiki/ops/failover.md"),
+        _applied(index=2, op="rewrite_links", path="wiki/t/1.md", count=1),
+        _applied(index=4, op="replace_across", path="wiki/a.md", count=3),
+        _applied(index=4, op="replace_across", path="wiki/b.md", count=1),
     ]
-    few = many[:20]
-    assert summed(few) == few
+    applied += [_applied(index=5, op="frontmatter", path=f"wiki/p/{n}.md") for n in range(25)]
+    edits = [
+        {"op": "replace", "path": "index.md", "old": "a", "new": "b", "expected_version": "0" * 40},
+        {"op": "rename", "path": "wiki/queue", "new_path": "wiki/platform/queue", "rewrite_links": True},
+        {"op": "extract_section", "path": "wiki/ops.md", "heading": "Redis failover"}
+        | {"new_path": "wiki/ops/failover.md", "expected_version": "0" * 40},
+        {"op": "retarget_links", "from": "wiki/x.md", "to": "wiki/y.md"},
+        {"op": "replace_across", "prefix": "wiki/", "old": "colour", "new": "color"},
+        {"op": "each", "select": {"prefix": "wiki/p/"}, "expected_count": 25, "do": "frontmatter"}
+        | {"set": {"status": "archived", "owner": "ops"}, "unset": ["draft"]},
+    ]
+    typed = [EDIT.validate_python(edit) for edit in edits]
+    assert edit_lines(applied, typed) == [
+        "0 replace index.md",
+        "1 rename 40 files in wiki/queue/ -> wiki/platform/queue/, links 60 in 30 pages",
+        "2 extract_section wiki/ops.md -> wiki/ops/failover.md 'Redis failover', links 1 in 1 pages",
+        "3 retarget_links: no change",
+        "4 replace_across wiki/a.md 3, wiki/b.md 1 (4 replaced)",
+        "5 frontmatter 25 files in wiki/p/ set status, owner unset draft",
+    ]
+    # without the edits (a plan's commit, get_job): what the entries say, for the edits that have some
+    assert edit_lines(applied)[2:4] == [
+        "2 extract_section wiki/ops.md -> wiki/ops/failover.md, links 1 in 1 pages",
+        "4 replace_across wiki/a.md 3, wiki/b.md 1 (4 replaced)",
+    ]
 
 
-def test_the_diff_shows_what_the_edits_changed_and_lists_the_rest() -> None:
-    """Files the edits changed keep their diff; moved or link-rewritten ones are listed with their links."""
-    applied = [
-        _applied(index=0, op="replace", path="index.md"),
-        _applied(index=1, op="rename", path="wiki/a.md", new_path="wiki/b/a.md"),
-        _applied(index=1, op="rewrite_links", path="wiki/t.md", count=3),
+def _file(path: str, **fields: Any) -> answers.FileCheck:
+    return answers.FileCheck.model_validate(
+        {"change": "modified", "added": 1, "removed": 1, "named": True, "path": path, **fields}
+    )
+
+
+def test_file_lines_list_each_file_then_sum_the_folders() -> None:
+    """Up to 20 changed files: a line each (moves, created and deleted files, links, code, unnamed);
+    past that, four or more files of a folder that changed alike are one line (a file whose code changed
+    keeps its own), files that changed otherwise keep theirs; past 60 lines the rest are one."""
+    few = [
+        _file("index.md", added=2, removed=0),
+        _file("wiki/archive/a.md", old_path="wiki/old/a.md", change="moved", added=0, removed=0),
+        _file("wiki/gone.md", change="deleted", added=0, removed=4),
+        _file("wiki/new.md", change="created", added=3, removed=0, code_added=1),
+        _file("wiki/t.md", links=2, named=False),
+        _file("wiki/pic.png", added=None, removed=None),
     ]
-    diff = [
-        FileDiff(path="index.md", diff="-a\n+b\n"),
-        FileDiff(path="wiki/b/a.md", old_path="wiki/a.md", diff=""),
-        FileDiff(path="wiki/t.md", diff="-[[a]]\n+[[b/a]]\n"),
+    assert file_lines(few) == [
+        "index.md +2 -0",
+        "wiki/archive/a.md <- wiki/old/a.md +0 -0",
+        "wiki/gone.md deleted +0 -4",
+        "wiki/new.md created +3 -0, code +1 -0",
+        "wiki/t.md +1 -1, links 2, unnamed",
+        "wiki/pic.png",
     ]
-    out = shown(diff, applied)
-    assert out is not None
-    assert [e.model_dump(exclude_none=True) for e in out] == [
-        {"path": "index.md", "diff": "-a\n+b\n"},
-        {"path": "wiki/b/a.md", "old_path": "wiki/a.md"},
-        {"path": "wiki/t.md", "links": 3},
+    many = [_file("index.md")]
+    many += [
+        _file(f"wiki/archive/{n}.md", old_path=f"wiki/old/{n}.md", change="moved", links=1) for n in range(5)
     ]
+    many += [_file(f"wiki/topics/{n:02d}.md", links=2, named=False) for n in range(30)]
+    many[7] = _file("wiki/topics/01.md", code_added=1, code_removed=1)
+    many += [_file("wiki/x/a.md"), _file("wiki/x/b.md", added=None, removed=None)]
+    many += [_file("wiki/y/a.md"), _file("wiki/y/b.md"), _file("wiki/y/c.md", change="deleted")]
+    many += [_file("wiki/y/d.md", change="deleted"), _file("wiki/y/e.md", change="deleted")]
+    assert file_lines(many) == [
+        "index.md +1 -1",
+        "wiki/archive/* 5 files (5 moved) +5 -5, links 5",
+        "wiki/topics/* 29 files +29 -29, links 58, 29 unnamed",
+        "wiki/topics/01.md +1 -1, code +1 -1",
+        "wiki/x/a.md +1 -1",
+        "wiki/x/b.md",
+        "wiki/y/a.md +1 -1",
+        "wiki/y/b.md +1 -1",
+        "wiki/y/c.md deleted +1 -1",
+        "wiki/y/d.md deleted +1 -1",
+        "wiki/y/e.md deleted +1 -1",
+    ]
+    scattered = [_file(f"wiki/f{n:03d}/p.md", links=1) for n in range(100)]
+    lines = file_lines(scattered)
+    assert len(lines) == 60 and lines[:2] == [
+        "wiki/f000/p.md +1 -1, links 1",
+        "wiki/f001/p.md +1 -1, links 1",
+    ]
+    assert lines[-1] == "and more: 41 files +41 -41, links 41"
+
+
+def test_warnings_past_the_bound_are_counted_by_code() -> None:
+    """Fifty warnings are listed; the rest are one TRUNCATED that counts them by code."""
+    warnings = [answers.BatchWarning(code="LINK_BROKEN", path=f"wiki/{n}.md", message="m") for n in range(55)]
+    warnings += [answers.BatchWarning(code="NOT_IN_INDEX", path="wiki/n.md", message="m")]
+    shown = shown_warnings(warnings)
+    assert shown[:50] == warnings[:50] and len(shown) == 51
+    assert (shown[50].code, shown[50].message) == (
+        "TRUNCATED",
+        "5 LINK_BROKEN, 1 NOT_IN_INDEX more: fix these and check again",
+    )
+    assert shown_warnings(warnings[:50]) == warnings[:50]
+
+
+WIKI = {
+    "index.md": "# Index\n\n- [[guide]]\n",
+    "wiki/guide.md": (
+        "# Guide\n\n## Install\n\nRun it:\n\n```\n[[old/a]] stays\n```\n\n## Use\n\nSee [[old/a]].\n"
+    ),
+    **{f"wiki/old/{name}.md": f"# {name}\n\n[[guide]] and `[[guide]]`\n" for name in "abcde"},
+    **{
+        f"wiki/topics/t{n:02d}.md": f"# t{n}\n\nSee [[old/a]] and [[b]].\n\n    [[old/a]] in code\n"
+        for n in range(22)
+    },
+}
+REFACTOR: list[dict[str, Any]] = [
+    {"op": "rename", "path": "wiki/old", "new_path": "wiki/archive", "rewrite_links": True},
+    {
+        "op": "extract_section",
+        "path": "wiki/guide.md",
+        "heading": "Install",
+        "new_path": "wiki/guide/install.md",
+    },
+    {
+        "op": "replace",
+        "path": "index.md",
+        "old": "- [[guide]]\n",
+        "new": "- [[guide]]\n- [[guide/install]]\n",
+    },
+]
+
+
+def _checked(edits: list[dict[str, Any]]) -> tuple[answers.JobResult, list[Edit]]:
+    """The result a dry run of ``edits`` on ``WIKI`` answers, by the engine and the worker's own shaping."""
+    head = DictHead({path: text.encode() for path, text in WIKI.items()})
+    versions = {path: blob_id(text.encode()) for path, text in WIKI.items()}
+    typed = [
+        EDIT.validate_python(
+            {**edit, "expected_version": versions[edit["path"]]} if edit["path"] in versions else edit
+        )
+        for edit in edits
+    ]
+    plan = preflight(head, typed)
+    result = job_result(None, plan, review(head, plan, DEFAULT_POLICY))
+    result.plan = "plan-x"
+    return result, typed
+
+
+def test_a_check_answers_a_summary_and_diffs_only_on_request() -> None:
+    """A check's answer, from a real dry run: a line per edit and per changed file (the folder of
+    link-rewritten topics summed), the checks (no broken link, no code changed: the extracted section's
+    code block moved whole), the warnings and the plan; no diff unless asked, then only the files asked
+    for (by path, by prefix, by the path a file moved from, or '' for all)."""
+    result, typed = _checked(REFACTOR)
+    answer = summary(result, typed)
+    assert set(answer) == {"edits", "files", "checks", "warnings", "plan"}
+    assert answer["edits"] == [
+        "0 rename 5 files in wiki/old/ -> wiki/archive/, links 23 in 23 pages",
+        "1 extract_section wiki/guide.md -> wiki/guide/install.md 'Install'",
+        "2 replace index.md",
+    ]
+    assert answer["files"] == [
+        "index.md +1 -0",
+        "wiki/archive/* 5 files (5 moved) +0 -0",
+        "wiki/guide.md +1 -9, links 1",
+        "wiki/guide/install.md created +7 -0",
+        "wiki/topics/* 22 files +22 -22, links 22, 22 unnamed",
+    ]
+    checks = answer["checks"].model_dump(exclude_none=True)
+    assert checks == {
+        "links": {"pages": 30, "broken_before": 0, "broken_after": 0, "ambiguous_after": 0},
+        "code_changed": 0,
+        "unnamed": 22,
+    }
+    assert answer["warnings"] == [] and answer["plan"] == "plan-x"
+    assert [d.path for d in summary(result, typed, ["wiki/guide.md"])["diff"]] == ["wiki/guide.md"]
+    assert len(summary(result, typed, ["wiki/topics/"])["diff"]) == 22
+    moved = summary(result, typed, ["wiki/old/a.md"])["diff"]
+    assert [(d.path, d.old_path) for d in moved] == [("wiki/archive/a.md", "wiki/old/a.md")]
+    assert len(summary(result, typed, [""])["diff"]) == len(result.diff or []) == 30
+    assert summary(result, typed, [])["diff"] == []
+    assert wanted(result.diff, ["wiki/guide"]) == [
+        d for d in result.diff or [] if d.path.startswith("wiki/guide")
+    ]
+
+
+def test_code_a_batch_changes_is_counted_where_it_changed() -> None:
+    """A replace inside a code block and a link rewrite that leaves code alone: the first page says
+    code +1 -1 on its own line, the checks count 2, and the topics stay summed."""
+    edits = [
+        *REFACTOR,
+        {"op": "replace", "path": "wiki/topics/t03.md", "old": "    [[old/a]] in code", "new": "    changed"},
+    ]
+    result, typed = _checked(edits)
+    answer = summary(result, typed)
+    assert answer["checks"].code_changed == 2
+    assert answer["files"][-2:] == [
+        "wiki/topics/* 21 files +21 -21, links 21, 21 unnamed",
+        "wiki/topics/t03.md +2 -2, links 1, code +1 -1",
+    ]
+
+
+def test_the_read_tools_size_their_answers_and_say_more_one_way() -> None:
+    """search_wiki takes outside_code, multiline and count (replace_count is gone: count says it), list_pages
+    answers names unless versions=true, read_pages takes a cursor, and every read tool that may cut its
+    answer says "more" the same way: next_cursor not null, call again with cursor=next_cursor."""
+    found = tools()
+    search = found["search_wiki"].input_schema["properties"]
+    assert {"outside_code", "multiline", "count"} <= set(search) and "replace_count" not in search
+    assert all(search[flag]["default"] is False for flag in ("outside_code", "multiline", "count"))
+    assert found["list_pages"].input_schema["properties"]["versions"]["default"] is False
+    assert "cursor" in found["read_pages"].input_schema["properties"]
+    for name in ("list_pages", "read_pages", "search_wiki", "find_backlinks"):
+        description = found[name].description
+        assert "next_cursor not null: call again with" in description and "truncated" not in description, name
+        assert "next_cursor" in found[name].output_schema["properties"], name
+    assert "expected_count" in found["search_wiki"].description  # what a count is for

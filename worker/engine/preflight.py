@@ -2,9 +2,10 @@
 
 ``preflight(head, edits, policy, limits)`` applies a batch's edits in order to a view of the head,
 materialising every resulting file, and returns a ``Plan``: the new content (or deletion) of every changed
-path plus the ``applied`` list. It refuses with one ``BatchRejected(code, message, index)`` on the first
-broken rule (contract sections 3.1 and 7); on refusal nothing has been written anywhere, because nothing
-here writes.
+path plus the ``applied`` list. It refuses with one ``BatchRejected(code, message, index)``, the first
+broken rule (contract sections 3.1 and 7), carrying every failing edit (``errors``): after a failure it
+goes on with the later edits as if the failing one were not in the batch. On refusal nothing has been
+written anywhere, because nothing here writes.
 
 Each op lives in its module: ``fileops`` (create, overwrite, replace, delete), ``moves`` (rename of a
 file or folder, rewrite_links), ``inplace`` (append, frontmatter, section ops), ``extract``
@@ -22,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worker.engine import across, each, extract, fileops, inplace, moves, relink
+from worker.engine import across, each, extract, fileops, inplace, merge, moves, relink
 from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
 from worker.engine.plan import (
@@ -35,7 +36,7 @@ from worker.engine.plan import (
     blob_id,
 )
 from worker.engine.state import BatchState, check_zone
-from worker.errors import BatchRejected
+from worker.errors import MAX_EDIT_ERROR_BYTES, MAX_EDIT_ERRORS, BatchRejected
 from worker.schema.edits import (
     Append,
     AppendSection,
@@ -48,6 +49,7 @@ from worker.schema.edits import (
     Frontmatter,
     InsertSectionAfter,
     Limits,
+    MergePages,
     Overwrite,
     RemoveSection,
     Rename,
@@ -91,6 +93,7 @@ _APPLY: dict[type, Callable[[BatchState, int, Any], None]] = {
     ExtractSection: extract.extract_section,
     ReplaceAcross: across.replace_across,
     RetargetLinks: relink.retarget_links,
+    MergePages: merge.merge_pages,
 }
 
 
@@ -135,10 +138,22 @@ _DEFAULT_LIMITS = Limits()  # read only: what a preflight without limits of its 
 
 
 def check_static(batch: Batch, policy: ZonePolicy = DEFAULT_POLICY, limits: Limits | None = None) -> None:
-    """Every check that needs no repository: limits, encodings, path shapes, zones and patterns."""
+    """Every check that needs no repository: limits, encodings, path shapes, zones and patterns.
+
+    The batch's limits are checked first (a refusal of its own); then every edit, the refusal listing each
+    failing one (``BatchRejected.errors``), up to ``MAX_EDIT_ERRORS`` or ``MAX_EDIT_ERROR_BYTES`` of
+    messages (``unchecked``: the first edit not checked after that)."""
     check_limits(batch, limits or Limits())
+    failed = _Failures(batch.edits)
     for index, edit in enumerate(batch.edits):
-        check_edit(edit, index, policy)
+        try:
+            check_edit(edit, index, policy)
+        except BatchRejected as exc:
+            failed.add(exc)
+            if failed.full:
+                failed.stop(index + 1)
+                break
+    failed.raise_any()
 
 
 @functools.cache
@@ -169,6 +184,9 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
         return
     if isinstance(edit, Each):
         _check_each(edit, index)
+        return
+    if isinstance(edit, MergePages):
+        _check_merge(edit, index, policy)
         return
     check_path(edit.path, index)
     if isinstance(edit, Rename | ExtractSection):
@@ -235,6 +253,20 @@ def _check_each(edit: Each, index: int) -> None:
             check_path(value.removesuffix("/"), index)
 
 
+def _check_merge(edit: MergePages, index: int, policy: ZonePolicy) -> None:
+    """merge_pages: paths, each page once and not ``path`` itself, the pages where a delete is allowed
+    and ``path`` where an in-place change is; a one-line title."""
+    check_path(edit.path, index)
+    check_zone(policy, "merge_pages", edit.path, index)
+    for page in edit.pages:
+        check_path(page, index)
+        check_zone(policy, "delete", page, index)
+    if len(set(edit.pages)) != len(edit.pages) or edit.path in edit.pages:
+        raise BatchRejected("INVALID_BATCH", "merge_pages needs distinct pages, none of them path", index)
+    if edit.title is not None and any(c in edit.title for c in "\r\n"):
+        raise BatchRejected("INVALID_BATCH", "title must be one line of text", index)
+
+
 def _check_retarget(edit: RetargetLinks, index: int) -> None:
     """retarget_links: both pages are paths, a heading after '#' is not blank, and to differs from from.
     No zone rule: the pages it changes are checked one by one (a raw/ page may be linked to)."""
@@ -279,6 +311,13 @@ def preflight(
 ) -> Plan:
     """Check ``edits`` against ``head`` in order and return the plan, or raise ``BatchRejected``.
 
+    A failing edit does not stop the check: its changes are taken back and the edits after it are checked
+    on the state as if it were not in the batch, so the refusal (the first failure) lists every failing
+    edit in ``errors`` (see ``BatchRejected``). A failure that may follow from an earlier one (the two
+    edits name the same path, or one a path in the other's folder or prefix) says so in its message.
+    Checking stops after ``MAX_EDIT_ERRORS`` failures or ``MAX_EDIT_ERROR_BYTES`` of their messages, or at
+    the edit during which the batch's budget runs out; ``unchecked`` then names the first edit not checked.
+
     The whole check runs under one budget made from ``limits.costs`` (``budget``): the edit during which
     it is spent is refused ``BATCH_TOO_COSTLY``. The plan carries the budget on, for a dry run's review.
     With ``expect`` (a plan's: the ``applied`` list its dry run answered), a plan whose ``applied`` differs
@@ -286,19 +325,106 @@ def preflight(
     limits = limits or _DEFAULT_LIMITS
     work = BatchState(head, policy, limits)
     spend = Budget(limits.costs)
+    failed = _Failures(edits)
     with active(spend):
         for index, edit in enumerate(edits):
-            check_edit(edit, index, policy)
+            work.begin()
             try:
+                check_edit(edit, index, policy)
                 _APPLY[type(edit)](work, index, edit)
-            except OverBudget as over:
-                raise BatchRejected("BATCH_TOO_COSTLY", over.message, index) from None
-        work.check_conflicts()
+            except OverBudget as over:  # the budget is spent: nothing after this edit can be checked
+                failed.add(BatchRejected("BATCH_TOO_COSTLY", over.message, index))
+                failed.stop(index + 1)
+                break
+            except BatchRejected as exc:
+                work.rollback()
+                failed.add(exc)
+                if failed.full:
+                    failed.stop(index + 1)
+                    break
+        else:
+            try:
+                work.check_conflicts()
+            except BatchRejected as exc:
+                failed.add(exc)
+    failed.raise_any()
     plan = work.plan()
     plan.budget = spend
     if expect is not None:
         check_expected(plan, expect)
     return plan
+
+
+class _Failures:
+    """The failing edits of a batch being checked, in order, and where checking stopped."""
+
+    def __init__(self, edits: Sequence[Edit]) -> None:
+        self.edits = edits
+        self.errors: list[BatchRejected] = []
+        self.unchecked: int | None = None
+        self.size = 0  # bytes of the messages noted
+
+    @property
+    def full(self) -> bool:
+        """True once ``MAX_EDIT_ERRORS`` failures, or ``MAX_EDIT_ERROR_BYTES`` of their messages, are
+        noted: checking stops there (what a failed job keeps stays bounded)."""
+        return len(self.errors) >= MAX_EDIT_ERRORS or self.size >= MAX_EDIT_ERROR_BYTES
+
+    def add(self, exc: BatchRejected) -> None:
+        """Note ``exc``, with a note on an earlier failure it may follow from."""
+        noted = self._noted(exc)
+        self.errors.append(noted)
+        self.size += len(noted.message.encode("utf-8", "replace"))
+
+    def stop(self, at: int) -> None:
+        """Checking stops before the edit ``at``: ``unchecked`` when there is one."""
+        self.unchecked = at if at < len(self.edits) else None
+
+    def _noted(self, exc: BatchRejected) -> BatchRejected:
+        """``exc``, its message saying which earlier failing edit names a path it names, if one does."""
+        index = exc.index
+        if index is None or not 0 <= index < len(self.edits):
+            return exc
+        mine = _named(self.edits[index])
+        for earlier in self.errors:
+            if earlier.index is None or earlier.index >= index:
+                continue
+            theirs = _named(self.edits[earlier.index])
+            shared = next((path for path in mine for other in theirs if _overlap(path, other)), None)
+            if shared is not None:
+                note = (
+                    f" (edit {earlier.index}, which failed too, also names {shared!r}: this may follow "
+                    "from it, so fix that one first)"
+                )
+                return BatchRejected(exc.code, exc.message + note, index, exc.details)
+        return exc
+
+    def raise_any(self) -> None:
+        """Raise the refusal of the batch (its first failure, carrying all) when an edit failed."""
+        if self.errors:
+            raise BatchRejected.of_edits(self.errors, self.unchecked)
+
+
+def _named(edit: Edit) -> list[str]:
+    """The paths, folders and prefixes ``edit`` names (not the pages its link rewriting may reach)."""
+    if isinstance(edit, RetargetLinks):
+        return [split_anchor(edit.source)[0], split_anchor(edit.to)[0]]
+    if isinstance(edit, Each):
+        return [edit.select.prefix, *(value for value in (edit.new_path, edit.redirect_links_to) if value)]
+    found = [edit.path]
+    for name in ("new_path", "redirect_links_to", "pages"):
+        value = getattr(edit, name, None)
+        found.extend([value] if isinstance(value, str) else value or [])
+    return found
+
+
+def _overlap(one: str, other: str) -> bool:
+    """True when two named paths may touch the same file: equal, or one in the other's folder (a prefix
+    taken as a folder). The whole wiki ('') is left out: it would tie every failure to every other."""
+    one, other = one.removesuffix("/"), other.removesuffix("/")
+    if not one or not other:
+        return False
+    return one == other or one.startswith(other + "/") or other.startswith(one + "/")
 
 
 def check_expected(plan: Plan, expect: Sequence[Mapping[str, object]]) -> None:

@@ -4,7 +4,8 @@
 git snapshot) and enforces, for every op module, the rules all ops share:
 
 - **versions** (contract rule 2, amended): an edit that names ``expected_version`` passes when it is the
-  path's version at the head or any version an earlier edit of the batch gave the path; ``"batch"``
+  path's version at the head (so the version a writer read holds for the whole batch, also after earlier
+  edits changed the path) or any version an earlier edit of the batch gave the path; ``"batch"``
   passes when an earlier edit of the batch changed the path (for an edit that drops text it read —
   ``overwrite``, ``delete``, ``replace_section``, ``remove_section`` — one that checked a version id:
   link rewriting and ``replace_across`` check none, nor does an edit that gives ``"batch"``, only a
@@ -16,12 +17,15 @@ git snapshot) and enforces, for every op module, the rules all ops share:
   under ``limits.max_output_bytes``;
 - **file/folder conflicts** in the result (``check_conflicts``).
 
+Each edit is applied between ``begin`` and the next ``begin``; ``rollback`` takes back everything it
+changed, so preflight can go on checking the edits after a failing one as if it were not in the batch.
 Nothing here writes anywhere: a refused batch leaves no trace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSet
 from typing import NoReturn
 
 from worker.engine.markdown import FileIndex
@@ -49,6 +53,7 @@ ZONE_OPS: dict[str, OpName] = {
     "rename_section": "replace",
     "extract_section": "replace",
     "replace_across": "replace",
+    "merge_pages": "replace",
     "rewrite_links": "replace",
 }
 
@@ -67,16 +72,39 @@ class BatchState:
         self.limits = limits
         self.output = 0
         self.state: dict[str, NewFile | None] = {}
-        self.created: set[str] = set()
+        # how to undo each change of the edit being applied, in order (``begin``, ``rollback``)
+        self._undo: list[Callable[[], object]] = []
+        self._mark = (0, 0, 0, 0)
+        self.created: MutableSet[str] = _UndoneSet(self._undo)
         self.made: list[str] = []  # paths made by create edits, in order
         self.origin: dict[str, int] = {}
         self.versions: dict[str, set[str]] = {}  # every version an edit of the batch gave a path
-        self.vouched: set[str] = set()  # paths an edit of the batch checked by a version id
-        self.moved_from: dict[str, str] = {}  # a moved file's path -> the path it had before the batch
+        self.vouched: MutableSet[str] = _UndoneSet(self._undo)  # paths an edit checked by a version id
+        # a moved file's path -> the path it had before the batch
+        self.moved_from: MutableMapping[str, str] = _UndoneDict(self._undo)
         self.applied: list[Applied] = []
         self.warnings: list[BatchWarning] = []
         self._files: set[str] | None = None
         self._read: dict[str, bytes] = {}  # head files read ahead (prefetch)
+
+    # -- one edit at a time ---------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Start applying an edit: what it changes from here on can be taken back (``rollback``). What the
+        edit replaces is kept until the next ``begin``, so an edit holds at most twice its output."""
+        self._undo.clear()
+        self._mark = (len(self.applied), len(self.warnings), len(self.made), self.output)
+
+    def rollback(self) -> None:
+        """Take back every change since ``begin``: the state is as if the edit being applied had not been
+        in the batch (how ``preflight`` goes on checking the edits after a failing one)."""
+        while self._undo:
+            self._undo.pop()()
+        applied, warnings, made, self.output = self._mark
+        del self.applied[applied:]
+        del self.warnings[warnings:]
+        del self.made[made:]
+        self.forget()
 
     # -- reading the current state --------------------------------------------------------------------
 
@@ -227,7 +255,8 @@ class BatchState:
             raise BatchRejected(
                 "VERSION_REQUIRED",
                 f'expected_version "batch" means {path!r} as earlier edits of this batch left it, but none '
-                "changed it: give the version you read (read_page or list_pages)",
+                "changed it: give the version you read (read_page or list_pages), which holds for the whole "
+                "batch",
                 index,
             )
         if whole and path not in self.vouched:
@@ -235,7 +264,8 @@ class BatchState:
                 "VERSION_REQUIRED",
                 f"{path!r} was changed earlier in this batch only by {self._unchecked_changes(path)}, "
                 'which checked no version id of it, so this edit with "batch" could drop what another '
-                "writer changed since you read it: give the version you read (the head's stays accepted)",
+                "writer changed since you read it: give the version you read (read_page or list_pages), "
+                "which holds for the whole batch, also after earlier edits changed the page",
                 index,
             )
 
@@ -276,16 +306,34 @@ class BatchState:
                 f"{self.limits.max_output_bytes}; split it into smaller batches",
                 index,
             )
+        before = (self.state[path], self.origin[path]) if path in self.state else None
+        self._undo.append(functools.partial(self._unput, path, before, self.versions.get(path)))
         self.output = output
         self.state[path] = file
         self.origin[path] = index
-        if file is not None:
-            self.versions.setdefault(path, set()).add(file.version)
+        if file is not None:  # a new set: the one ``_unput`` may restore stays as it was
+            self.versions[path] = {*self.versions.get(path, ()), file.version}
         if self._files is not None:
             if file is None:
                 self._files.discard(path)
             else:
                 self._files.add(path)
+
+    def _unput(self, path: str, before: tuple[NewFile | None, int] | None, versions: set[str] | None) -> None:
+        """Undo one ``put`` of ``path`` (``rollback``): what the state, origin and versions held before."""
+        if before is None:
+            del self.state[path], self.origin[path]
+        else:
+            self.state[path], self.origin[path] = before
+        if versions is None:
+            self.versions.pop(path, None)
+        else:
+            self.versions[path] = versions
+        if self._files is not None:
+            if self.is_file(path):
+                self._files.add(path)
+            else:
+                self._files.discard(path)
 
     def write(
         self,
@@ -351,6 +399,65 @@ class BatchState:
         }
         made = [p for p in dict.fromkeys(self.made) if changes.get(p) is not None]
         return Plan(changes, self.applied, renamed, made, self.warnings)
+
+
+class _UndoneSet(MutableSet[str]):
+    """A set of ``BatchState`` whose changes ``rollback`` can take back: each records its undoing."""
+
+    def __init__(self, undo: list[Callable[[], object]]) -> None:
+        self._items: set[str] = set()
+        self._undo = undo
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, value: str) -> None:
+        if value not in self._items:
+            self._undo.append(functools.partial(self._items.discard, value))
+            self._items.add(value)
+
+    def discard(self, value: str) -> None:
+        if value in self._items:
+            self._undo.append(functools.partial(self._items.add, value))
+            self._items.discard(value)
+
+
+class _UndoneDict(MutableMapping[str, str]):
+    """A mapping of ``BatchState`` whose changes ``rollback`` can take back: each records its undoing."""
+
+    def __init__(self, undo: list[Callable[[], object]]) -> None:
+        self._items: dict[str, str] = {}
+        self._undo = undo
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._saving(key)
+        self._items[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._saving(key)
+        del self._items[key]
+
+    def _saving(self, key: str) -> None:
+        """Record how to bring ``key`` back to what it holds now."""
+        if key in self._items:
+            self._undo.append(functools.partial(self._items.__setitem__, key, self._items[key]))
+        else:
+            self._undo.append(functools.partial(self._items.pop, key, None))
 
 
 def check_zone(policy: ZonePolicy, op: str, path: str, index: int | None) -> None:

@@ -273,10 +273,13 @@ class WikiRepo:
         limit: int = 100,
         after: tuple[str, int] | None = None,
         max_file_bytes: int = SEARCH_FILE_BYTES,
+        outside_code: bool = False,
+        multiline: bool = False,
     ) -> list[SearchHit]:
         """Up to ``limit`` lines at ``commit`` holding ``query`` (literal) or where a match of it starts (an
-        RE2 pattern, with ``regex``), ASCII case ignored unless ``case_sensitive``, in files under
-        ``prefix``, after the ``(path, line)`` ``after``; in path then line order (``worker.git.search``)."""
+        RE2 pattern, with ``regex``; within one line unless ``multiline``), ASCII case ignored unless
+        ``case_sensitive``, only in prose with ``outside_code``, in files under ``prefix``, after the
+        ``(path, line)`` ``after``; in path then line order (``worker.git.search``)."""
         return run_search(
             self,
             commit,
@@ -287,6 +290,8 @@ class WikiRepo:
             limit=limit,
             after=after,
             max_file_bytes=max_file_bytes,
+            outside_code=outside_code,
+            multiline=multiline,
         )
 
     def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:

@@ -1,17 +1,27 @@
 """Searching the pages of one commit: literal text with ``git grep``, RE2 patterns in process.
 
-``search(repo, commit, query, regex=, case_sensitive=, prefix=, limit=, after=)`` answers the hits in path
-order, then line order: every line holding the query (literal) or where a match of the pattern starts
-(regex), at most ``limit``, only in files whose path starts with ``prefix`` and after the ``(path, line)``
-``after`` (a cursor). Files git takes for binary (a NUL byte in their first 8000 bytes) are skipped.
+``search(repo, commit, query, regex=, case_sensitive=, prefix=, limit=, after=, outside_code=, multiline=)``
+answers the hits in path order, then line order: every line holding the query (literal) or where a match of
+the pattern starts (regex), at most ``limit``, only in files whose path starts with ``prefix`` and after the
+``(path, line)`` ``after`` (a cursor). Files git takes for binary (a NUL byte in their first 8000 bytes) are
+skipped.
 
 - literal: ``git grep -F -n`` (``-i`` unless ``case_sensitive``; git folds ASCII letters; one thread, see
   ``grep.THREADS``): git reads the blobs in C, ~20-50 ms over 10 000 pages.
 - regex: RE2 semantics, exactly (``re2``, linear time per search), never git's own regex engines (POSIX
   ERE and PCRE differ from RE2 in classes, ``\\b``, ``$`` and more). The pattern runs over each page's
   whole text with ``(?m)`` (``^``/``$`` at line ends) and ``(?i)`` unless ``case_sensitive``; a match is
-  reported at the line where it starts, once per line. Blobs come from one ``git cat-file --batch`` per
-  search, streamed one at a time.
+  reported at the line where it starts, once per line. A match never crosses a line break unless
+  ``multiline``: where the leftmost match would, the pattern is tried again within that line alone (the
+  page stays its context, so ``^``, ``$`` and ``\\b`` read the same). Blobs come from one
+  ``git cat-file --batch`` per search, streamed one at a time.
+- ``outside_code``: only matches that lie wholly in prose (``markdown.prose``, the rule of
+  ``replace_across``'s ``outside_code``: never in fenced or indented code blocks, code spans, HTML blocks
+  or the front matter); a match that does not is passed over and the search goes on after its start. A
+  literal is then looked for in process, in the pages the text index or ``git grep -l`` names.
+
+``count_matches`` answers, page by page, how many matches ``replace_across`` would replace for the same
+text or pattern (see it).
 
 Cost: files over ``max_file_bytes`` (which wikiq never writes, but a person may push) are not searched;
 every blob handed to RE2 or scanned for a literal is charged to the budget in force
@@ -25,12 +35,15 @@ found.
 
 from __future__ import annotations
 
+import bisect
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, NamedTuple, Protocol
 
 from worker.engine.budget import Budget, current
-from worker.engine.markdown import compile_pattern
+from worker.engine.markdown import compile_pattern, count_and_replace
+from worker.engine.markdown.prose import prose_spans, replace_in_prose
+from worker.errors import BatchRejected
 from worker.git.grep import SEARCH_FILE_BYTES, THREADS, iter_blobs
 from worker.git.objects import TREE_MODE
 from worker.git.reader import ObjectReader
@@ -76,13 +89,78 @@ def search(
     limit: int = 100,
     after: tuple[str, int] | None = None,
     max_file_bytes: int = SEARCH_FILE_BYTES,
+    outside_code: bool = False,
+    multiline: bool = False,
 ) -> list[SearchHit]:
     """Up to ``limit`` hits of ``query`` at ``commit`` (see the module docstring)."""
     if limit <= 0:
         return []
+    mode = Mode(case_sensitive, outside_code, multiline)
     if regex:
-        return _regex(repo, commit, query, case_sensitive, prefix, limit, after, max_file_bytes)
-    return _literal(repo, commit, query, case_sensitive, prefix, limit, after, max_file_bytes)
+        return _regex(repo, commit, query, mode, prefix, limit, after, max_file_bytes)
+    return _literal(repo, commit, query, mode, prefix, limit, after, max_file_bytes)
+
+
+class Mode(NamedTuple):
+    """How a query matches: letter case, only in prose, across line breaks (a pattern)."""
+
+    case_sensitive: bool = False
+    outside_code: bool = False
+    multiline: bool = False
+
+
+def count_matches(
+    repo: Searchable,
+    commit: str,
+    query: str,
+    *,
+    regex: bool = False,
+    prefix: str = "",
+    outside_code: bool = False,
+    changeable: Callable[[str], bool] = lambda path: True,
+    max_file_bytes: int = SEARCH_FILE_BYTES,
+) -> list[tuple[str, int]]:
+    """``(path, count)`` of every page at ``commit`` where ``replace_across`` with ``old=query`` (with
+    ``regex``: ``pattern=query``), ``prefix`` and ``outside_code`` would replace something, in path order,
+    with the count it would replace there: its own counting (``markdown.count_and_replace``,
+    ``markdown.prose.replace_in_prose``), so case-sensitive, every match over the whole page (a pattern as
+    written: ``^`` is the page's start unless it says ``(?m)``, and a match may cross lines). Only UTF-8
+    files whose path starts with ``prefix`` count, and only those ``changeable`` allows (the zones where
+    ``replace_across`` may change a page: never ``raw/``); files over ``max_file_bytes`` are not read.
+    ``outside_code`` takes a literal ``query`` (``INVALID_BATCH`` with ``regex``, as ``replace_across``
+    refuses it); a pattern RE2 refuses is ``PATTERN_INVALID``."""
+    if outside_code and regex:
+        raise BatchRejected("INVALID_BATCH", "outside_code counts a literal query, not a pattern")
+    if regex:
+        compile_pattern(query)
+        files = list(blobs_under(repo, repo.tree_of(commit), prefix))
+    else:
+        files = _mentioning(repo, commit, query, prefix, "")
+    files = [(path, oid) for path, oid in files if changeable(path)]
+    spend = current()
+    found: list[tuple[str, int]] = []
+    blobs = iter_blobs(repo.path, [oid for _, oid in files], max_file_bytes)
+    try:
+        for (path, _), data in zip(files, blobs, strict=False):
+            if data is None:
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            where = f"counting in {path!r}"
+            if outside_code:
+                spend.scan(len(data), where)
+                count = replace_in_prose(text, query, query)[1]
+            elif regex:
+                count = count_and_replace(text, new="", pattern=query, where=where)[1]
+            else:
+                count = count_and_replace(text, new=query, old=query, where=where)[1]
+            if count:
+                found.append((path, count))
+    finally:
+        blobs.close()
+    return found
 
 
 def _after(hit: tuple[str, int], after: tuple[str, int] | None) -> bool:
@@ -99,18 +177,36 @@ def _literal(
     repo: Searchable,
     commit: str,
     query: str,
-    case_sensitive: bool,
+    mode: Mode,
     prefix: str,
     limit: int,
     after: tuple[str, int] | None,
     max_file_bytes: int,
 ) -> list[SearchHit]:
     """Literal hits: from the pages the text index names when it can (``worker.git.textindex``), else by
-    grepping every page."""
-    candidates = repo.text_index().candidates(commit, query, prefix, after[0] if after else "")
+    grepping every page (with ``outside_code``: from the pages ``git grep -l`` names)."""
+    start = after[0] if after else ""
+    if mode.outside_code:
+        candidates: list[str] | None = [path for path, _ in _mentioning(repo, commit, query, prefix, start)]
+    else:
+        candidates = repo.text_index().candidates(commit, query, prefix, start)
     if candidates is not None:
-        return _scan(repo, commit, candidates, query, case_sensitive, limit, after, max_file_bytes)
-    return _grep(repo, commit, query, case_sensitive, prefix, limit, after)
+        return _scan(repo, commit, candidates, query, mode, limit, after, max_file_bytes)
+    return _grep(repo, commit, query, mode.case_sensitive, prefix, limit, after)
+
+
+def _mentioning(repo: Searchable, commit: str, query: str, prefix: str, start: str) -> list[tuple[str, str]]:
+    """``(path, blob id)`` of the files under ``prefix``, from ``start`` on, that may hold ``query`` (ASCII
+    case ignored; more are fine, fewer are not), in path order: those the text index names, else those
+    ``git grep -l`` names, else every file."""
+    snapshot = repo.snapshot(commit)
+    paths = repo.text_index().candidates(commit, query, prefix, start)
+    if paths is None:
+        paths = snapshot.mentioning([query])
+    if paths is None:
+        return [(path, oid) for path, oid in blobs_under(repo, repo.tree_of(commit), prefix) if path >= start]
+    kept = sorted(path for path in paths if path.startswith(prefix) and path >= start)
+    return [(path, oid) for path in kept if (oid := snapshot.version(path)) is not None]
 
 
 def _scan(
@@ -118,14 +214,14 @@ def _scan(
     commit: str,
     paths: list[str],
     query: str,
-    case_sensitive: bool,
+    mode: Mode,
     limit: int,
     after: tuple[str, int] | None,
     max_file_bytes: int,
 ) -> list[SearchHit]:
-    """The lines of ``paths`` (in order) holding ``query``, as ``git grep -F`` would report them."""
+    """The lines of ``paths`` (in order) holding ``query``, as ``git grep -F`` would report them (with
+    ``outside_code``, only those holding it in prose)."""
     snapshot = repo.snapshot(commit)
-    wanted = query if case_sensitive else _fold(query)
     spend = current()
     present = [(path, oid) for path in paths if (oid := snapshot.version(path)) is not None]
     hits: list[SearchHit] = []
@@ -135,10 +231,9 @@ def _scan(
             if data is None or b"\x00" in data[:BINARY_PROBE]:
                 continue
             spend.scan(len(data), "the search")
-            for number, raw in enumerate(data.split(b"\n"), 1):
-                text = raw.decode("utf-8", "replace")
-                column = (text if case_sensitive else _fold(text)).find(wanted)
-                if column < 0 or not _after((path, number), after):
+            lines = _prose_lines(data, query, mode) if mode.outside_code else _lines(data, query, mode)
+            for number, text, column in lines:
+                if not _after((path, number), after):
                     continue
                 hits.append(SearchHit(path, number, text, oid, column))
                 if len(hits) >= limit:
@@ -146,6 +241,36 @@ def _scan(
     finally:
         blobs.close()
     return hits
+
+
+def _lines(data: bytes, query: str, mode: Mode) -> Iterator[tuple[int, str, int]]:
+    """``(line number, text, column)`` of each line of ``data`` holding ``query``."""
+    wanted = query if mode.case_sensitive else _fold(query)
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        text = raw.decode("utf-8", "replace")
+        column = (text if mode.case_sensitive else _fold(text)).find(wanted)
+        if column >= 0:
+            yield number, text, column
+
+
+def _prose_lines(data: bytes, query: str, mode: Mode) -> Iterator[tuple[int, str, int]]:
+    """``(line number, text, column)`` of each line of ``data`` holding ``query`` wholly inside prose (the
+    occurrences ``replace_in_prose`` finds, in any letter case unless ``case_sensitive``), at its first
+    such occurrence."""
+    page = data.decode("utf-8", "replace")
+    hay = page if mode.case_sensitive else _fold(page)
+    wanted = query if mode.case_sensitive else _fold(query)
+    line, counted, done = 1, 0, -1  # done: where the last reported line ends
+    for start, end in prose_spans(page):
+        found = hay.find(wanted, max(start, done + 1), end)
+        while found != -1:
+            line += page.count("\n", counted, found)
+            counted = found
+            line_start = page.rfind("\n", 0, found) + 1
+            done = page.find("\n", found)
+            done = len(page) if done < 0 else done
+            yield line, page[line_start:done], found - line_start
+            found = hay.find(wanted, done + 1, end) if done < end else -1
 
 
 def _fold(text: str) -> str:
@@ -230,13 +355,13 @@ def _regex(
     repo: ObjectReader,
     commit: str,
     query: str,
-    case_sensitive: bool,
+    mode: Mode,
     prefix: str,
     limit: int,
     after: tuple[str, int] | None,
     max_file_bytes: int,
 ) -> list[SearchHit]:
-    flags = "(?m)" if case_sensitive else "(?mi)"
+    flags = "(?m)" if mode.case_sensitive else "(?mi)"
     pattern = compile_pattern(flags + query)
     files = [(path, oid) for path, oid in blobs_under(repo, repo.tree_of(commit), prefix)]
     if after is not None:
@@ -248,7 +373,7 @@ def _regex(
         for (path, oid), data in zip(files, blobs, strict=False):
             if data is None or b"\x00" in data[:BINARY_PROBE]:
                 continue
-            for hit in _page_hits(pattern, path, oid, data, spend):
+            for hit in _page_hits(pattern, path, oid, data, spend, mode.multiline, mode.outside_code):
                 if _after((hit.path, hit.line), after):
                     hits.append(hit)
                     if len(hits) >= limit:
@@ -258,31 +383,87 @@ def _regex(
     return hits
 
 
-def _page_hits(pattern: Any, path: str, oid: str, data: bytes, spend: Budget) -> Iterator[SearchHit]:
-    """The lines of one page where a match starts, in order, once each; every search is charged to
-    ``spend`` before it runs (its worst case) and after (the bytes it went over)."""
+def _page_hits(
+    pattern: Any,
+    path: str,
+    oid: str,
+    data: bytes,
+    spend: Budget,
+    multiline: bool = False,
+    outside_code: bool = False,
+) -> Iterator[SearchHit]:
+    """The lines of one page where a match starts, in order, once each: a match within its line unless
+    ``multiline``, and wholly inside the page's prose with ``outside_code`` (read once the page has a
+    match). Every search is charged to ``spend`` before it runs (its worst case) and after (the bytes it
+    went over)."""
+    prose: list[tuple[int, int]] | None = None
     position = 0
     line = 1
     counted = 0  # offset up to which line feeds are counted into ``line``
     where = f"the search in {path!r}"
     while position <= len(data):
-        spend.regex(pattern.programsize, len(data) - position, where)
-        match = pattern.search(data, position)
-        spend.scan((len(data) if match is None else match.end()) - position, where)
+        match = _search(pattern, data, position, len(data), spend, where)
         if match is None:
             return
         begin = match.start()
         if begin == len(data) and data.endswith(b"\n"):
             return  # after the last line feed there is no line
+        line_end = data.find(b"\n", begin)
+        line_end = len(data) if line_end < 0 else line_end
+        if not multiline and match.end() > line_end:  # it crosses a line: try this line alone
+            match = _search(pattern, data, begin, line_end, spend, where)
+            if match is None:
+                position = line_end + 1
+                continue
+            begin = match.start()
+        if outside_code:
+            prose = _prose_bytes(data) if prose is None else prose
+            if not _inside(match.span(), prose):
+                position = _next_char(data, begin)
+                continue
         line += data.count(b"\n", counted, begin)
         counted = begin
         line_start = data.rfind(b"\n", 0, begin) + 1
-        line_end = data.find(b"\n", begin)
-        line_end = len(data) if line_end < 0 else line_end
         text = data[line_start:line_end].decode("utf-8", "replace")
         column = len(data[line_start:begin].decode("utf-8", "replace"))
         yield SearchHit(path, line, text, oid, column)
         position = line_end + 1  # the next line: one hit per line
+
+
+def _search(pattern: Any, data: bytes, start: int, end: int, spend: Budget, where: str) -> Any:
+    """The leftmost match of ``pattern`` within ``data[start:end]`` (the whole page its context), charged."""
+    spend.regex(pattern.programsize, end - start, where)
+    match = pattern.search(data, start, end)
+    spend.scan((end if match is None else match.end()) - start, where)
+    return match
+
+
+def _prose_bytes(data: bytes) -> list[tuple[int, int]]:
+    """The prose of a page (``markdown.prose.prose_spans``) as byte offsets into ``data``."""
+    text = data.decode("utf-8", "surrogateescape")  # one character per byte that is not UTF-8: offsets map
+    spans = []
+    chars = size = 0
+    for start, end in prose_spans(text):
+        size += len(text[chars:start].encode("utf-8", "surrogateescape"))
+        begin = size
+        size += len(text[start:end].encode("utf-8", "surrogateescape"))
+        chars = end
+        spans.append((begin, size))
+    return spans
+
+
+def _inside(span: tuple[int, int], prose: list[tuple[int, int]]) -> bool:
+    """True when ``span`` lies wholly inside one of the sorted, disjoint spans ``prose``."""
+    at = bisect.bisect_right(prose, span[0], key=lambda each: each[0]) - 1
+    return at >= 0 and prose[at][0] <= span[0] and span[1] <= prose[at][1]
+
+
+def _next_char(data: bytes, at: int) -> int:
+    """The offset of the character after the one at ``at`` (UTF-8 continuation bytes skipped)."""
+    at += 1
+    while at < len(data) and 0x80 <= data[at] < 0xC0:
+        at += 1
+    return at
 
 
 def blobs_under(repo: ObjectReader, tree: str, prefix: str, folder: str = "") -> Iterator[tuple[str, str]]:

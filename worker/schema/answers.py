@@ -29,6 +29,7 @@ AppliedOp = Literal[
     "extract_section",
     "replace_across",
     "rewrite_links",
+    "merge_pages",
 ]
 Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -56,8 +57,20 @@ class Answer(BaseModel):
     )
 
 
+class EditError(Answer):
+    """One failing edit of a refused batch: its index, code and message (and details, as ``ErrorInfo``)."""
+
+    index: int | None = Field(default=None, description="the failing edit's index")
+    code: str = Field(description="the stable error code (contract 3.3)")
+    message: str = Field(description="what went wrong and what to do")
+    details: dict[str, Any] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="facts to act on, as the error's"
+    )
+
+
 class ErrorInfo(Answer):
-    """The contract's error object: a stable code, a message, the failing edit's index (or None)."""
+    """The contract's error object: a stable code, a message, the failing edit's index (or None); for a
+    batch refused by its checks, every failing edit too (``errors``)."""
 
     code: str = Field(description="the stable error code (contract 3.3)")
     message: str = Field(description="what went wrong and what to do")
@@ -67,6 +80,18 @@ class ErrorInfo(Answer):
         exclude_if=lambda v: v is None,
         description="facts to act on, e.g. a VERSION_MISMATCH's path, current_version and, for a section "
         "op, current_section_version",
+    )
+    errors: list[EditError] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="a batch refused by its checks: every failing edit in order, the first (this error) "
+        "included, at most 50; each edit after a failing one is checked as if that one were left out",
+    )
+    unchecked: int | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the first edit not checked, when checking stopped early (50 failing edits, or the "
+        "batch's budget spent): the edits from there on may fail too",
     )
 
 
@@ -161,11 +186,17 @@ class PageError(Answer):
 
 class PageSet(Answer):
     """``POST /v1/wikis/{wiki}/pages:read``: the pages found, in the order asked, and an error per path
-    that could not be read (missing, invalid, over the size budget)."""
+    that could not be read (missing, invalid, over the size budget); ``next_cursor`` when the size budget
+    left paths unread."""
 
     commit: str | None = Field(default=None, description="the commit every page was read at")
     pages: list[Page] = Field(description="the pages read, in the order asked")
     errors: list[PageError] = Field(default_factory=list, description="one entry per path not read")
+    next_cursor: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="present when the size budget left paths unread: send the same paths with it as cursor",
+    )
 
 
 class Backlink(Answer):
@@ -258,9 +289,70 @@ class BatchWarning(Answer):
     message: str = Field(description="what is wrong and what to do")
 
 
+class FileCheck(Answer):
+    """One changed file of a dry run's checks: how it changed, the lines its diff adds and removes, the
+    links rewritten in it, the code pieces it gained and lost, and whether an edit named it."""
+
+    path: str = Field(description="the changed file (its new path for a move)")
+    old_path: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
+    )
+    change: Literal["created", "modified", "moved", "deleted"] = Field(description="how it changed")
+    added: int | None = Field(
+        description="lines its diff adds; null when not diffed line by line (not UTF-8, too large, or the "
+        "batch's budget ran out)"
+    )
+    removed: int | None = Field(description="lines its diff removes; null as added")
+    links: int | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="links rewrite_links rewrote in it"
+    )
+    code_added: int = Field(
+        default=0,
+        exclude_if=lambda v: not v,
+        description="code blocks and inline code spans it gained (not counting those moved from another "
+        "changed page)",
+    )
+    code_removed: int = Field(
+        default=0,
+        exclude_if=lambda v: not v,
+        description="code blocks and inline code spans it lost (not counting those moved to another "
+        "changed page)",
+    )
+    named: bool = Field(
+        description="false when no edit named it: it changed only because links in it were rewritten"
+    )
+
+
+class LinkCheck(Answer):
+    """Page links that resolve to no file, in the pages a batch may affect (those it changes and those
+    that mention a file it adds or removes), before and after it."""
+
+    pages: int = Field(description="the pages looked at")
+    broken_before: int = Field(description="links broken in them before the batch")
+    broken_after: int = Field(description="links broken in them after it")
+    ambiguous_after: int = Field(description="of those, the ambiguous ones")
+
+
+class Checks(Answer):
+    """A dry run's checks, computed on the head and the result: broken links before and after, code
+    changed, files no edit named, and each changed file; a part the batch's budget ran out in is null and
+    named in ``unchecked``."""
+
+    links: LinkCheck | None = Field(description="broken links before and after; null when not counted")
+    code_changed: int | None = Field(
+        description="code blocks and inline code spans the changed pages gained or lost in all (a piece "
+        "moved unchanged between them counts nowhere); null when not counted"
+    )
+    unnamed: int = Field(description="changed files no edit named (their links were rewritten)")
+    files: list[FileCheck] = Field(description="every changed file, in path order")
+    unchecked: list[str] | None = Field(
+        default=None, exclude_if=lambda v: not v, description="the parts not computed, and why"
+    )
+
+
 class JobResult(Answer):
     """A succeeded job's result: the commit (None for a dry run) and the applied changes; a dry run also
-    answers ``diff`` (every changed file) and ``warnings``."""
+    answers ``diff`` (every changed file), ``checks`` and ``warnings``."""
 
     commit: str | None = Field(default=None, description="the commit made; null for a dry run")
     applied: list[Applied] = Field(description="the changes, in order")
@@ -269,6 +361,11 @@ class JobResult(Answer):
     )
     warnings: list[BatchWarning] | None = Field(
         default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    )
+    checks: Checks | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="dry runs only: broken links before and after, code changed, each changed file",
     )
     plan: str | None = Field(
         default=None,
@@ -311,7 +408,8 @@ class Job(Answer):
     finished_at: Timestamp | None = Field(default=None, description="when it finished")
     result: JobResult | None = Field(
         default=None,
-        description="a succeeded job's commit and applied changes (and a dry run's diff and warnings)",
+        description="a succeeded job's commit and applied changes (and a dry run's diff, checks and "
+        "warnings)",
     )
     error: ErrorInfo | None = Field(
         default=None, description="a failed job's error, with the failing edit's index"
@@ -332,13 +430,32 @@ class WikiList(Answer):
     wikis: list[WikiInfo] = Field(description="the wikis the caller may read")
 
 
+class PageCount(Answer):
+    """How many matches one page holds, counted as ``replace_across`` counts them."""
+
+    path: str = Field(description="the page")
+    count: int = Field(description="its matches")
+
+
 class MatchList(Answer):
     """``GET /v1/wikis/{wiki}/search``: matching lines at the head, by path then line; pass
-    ``next_cursor`` back for more."""
+    ``next_cursor`` back for more. With ``count=true``, no lines: the matches per page and in all."""
 
     matches: list[Match] = Field(description="the matching lines, by path then line")
     next_cursor: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="present when there are more matches"
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="present when there are more matches (with count=true, more pages)",
+    )
+    pages: list[PageCount] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="count=true: each page with matches and how many, in path order",
+    )
+    total: int | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="count=true: the matches on every page, listed or not (replace_across's expected_count)",
     )
 
 

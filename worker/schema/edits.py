@@ -465,6 +465,29 @@ class ReplaceAcross(_Strict):
         return self.prefix
 
 
+class MergePages(_Edit):
+    """Merge pages into one: each page's content (without its front matter) is appended to path, in
+    order, under its own headings one level deeper (or kept); the pages are deleted and every link to them
+    follows (to the heading their title became)."""
+
+    op: Literal["merge_pages"] = Field(description="The op: merge_pages.")
+    path: str = Field(description="The page they merge into: kept and extended, or created.")
+    pages: Annotated[
+        list[str],
+        Field(min_length=1, max_length=100, description="The pages merged into path, in this order."),
+    ]
+    title: Annotated[
+        str | None,
+        Field(
+            json_schema_extra=NON_EMPTY,
+            description="path's '# ' heading when path is new (default: the first page's).",
+        ),
+    ] = None
+    headings: Literal["demote", "keep"] = Field(
+        default="demote", description="demote: each merged heading one level deeper; keep: as it is."
+    )
+
+
 class Selector(_Strict):
     """Which pages an ``each`` edit acts on: the .md files (as the batch left them) that pass every test
     given."""
@@ -550,6 +573,7 @@ EditModel = (
     | ReplaceAcross
     | RetargetLinks
     | Each
+    | MergePages
 )
 Edit = Annotated[EditModel, Field(discriminator="op")]
 # every op name, in the order of ``EditModel`` (each model's ``op`` is a one-value Literal)
@@ -707,6 +731,8 @@ def written_paths(edit: EditModel) -> list[str]:
     everywhere)."""
     if isinstance(edit, RetargetLinks):
         return [""]
+    if isinstance(edit, MergePages):
+        return [edit.path, *edit.pages, ""]
     if isinstance(edit, Each):
         links = [""] if edit.rewrite_links or edit.redirect_links_to is not None else []
         return [edit.select.prefix, *([edit.new_path] if edit.new_path is not None else []), *links]

@@ -3,9 +3,12 @@
 Every read is at the head of ``main`` and needs the ``read`` right on the wiki (a wiki the caller may not
 read answers exactly like one that does not exist). Git work runs in a worker thread. What one answer may
 return is bounded: a page over ``max_file_bytes`` is refused (clone the repository to read it), a read of
-many pages takes at most ``MAX_PAGES_READ`` paths and ``max_file_bytes`` of content in all (the pages past
-that budget are answered as errors, to read in another call), and a search line is cut to
-``MATCH_TEXT_CHARS`` characters around the match.
+many pages takes at most ``MAX_PAGES_READ`` paths and ``max_file_bytes`` of content in all (it stops at the
+first page past that budget: that page and the rest are answered as errors, and ``next_cursor`` resumes
+there), and a search line is cut to ``MATCH_TEXT_CHARS`` characters around the match.
+
+An answer cut short says so one way: ``next_cursor`` is set (a listing, a search, a count, backlinks, a
+read of many pages), and the same call with ``cursor=next_cursor`` answers the rest.
 
 A page read with ``sections`` also answers its heading tree (``markdown.outline``): each section's level,
 heading, ancestor path, address (what a section op's ``heading`` takes), lines and version (a section op's
@@ -24,9 +27,11 @@ import anyio.to_thread
 
 from worker.engine.budget import Budget, OverBudget, active, current
 from worker.engine.markdown import outline
-from worker.engine.paths import path_problem
+from worker.engine.paths import ZonePolicy, path_problem
+from worker.engine.state import check_zone
 from worker.errors import AccessDenied, BatchRejected, QueryTooCostly, WikiExists, WikiqError
 from worker.git import WIKI_ID, GitStore, WikiRepo
+from worker.git.search import count_matches
 from worker.git.snapshot import Snapshot
 from worker.jobs.records import iso
 from worker.jobs.registry import WikiEntry
@@ -38,6 +43,7 @@ from worker.schema.answers import (
     Match,
     MatchList,
     Page,
+    PageCount,
     PageError,
     PageInfo,
     PageList,
@@ -241,16 +247,31 @@ class Reads:
         return page
 
     async def read_pages(
-        self, caller: Principal, wiki: str, paths: Sequence[str], sections: bool = False
+        self,
+        caller: Principal,
+        wiki: str,
+        paths: Sequence[str],
+        sections: bool = False,
+        cursor: str | None = None,
     ) -> PageSet:
-        """Many files at one commit of the head, in the order asked (a path asked twice, once): each as
-        ``read_page`` answers it, or an error entry (INVALID_PATH, NOT_FOUND, BATCH_TOO_LARGE once the
-        answer holds ``max_file_bytes`` of content)."""
+        """Many files at one commit of the head, in the order asked (a path asked twice, once), from the
+        path ``cursor`` names on: each as ``read_page`` answers it, or an error entry (INVALID_PATH,
+        NOT_FOUND, BATCH_TOO_LARGE for a file over ``max_file_bytes``). The first page that does not fit
+        in the ``max_file_bytes`` of content left stops the read: it and every path after it are
+        BATCH_TOO_LARGE entries, and ``next_cursor`` resumes at it (the same paths again, with it as
+        ``cursor``). A cursor that names none of ``paths`` is ``INVALID_BATCH``."""
         wanted = list(dict.fromkeys(paths))
         if not wanted or len(wanted) > MAX_PAGES_READ:
             raise BatchRejected(
                 "INVALID_BATCH", f"give 1 to {MAX_PAGES_READ} paths; read more in several calls"
             )
+        if cursor:
+            start = decode_cursor(cursor)
+            if start not in wanted:
+                raise BatchRejected(
+                    "INVALID_BATCH", "cursor names none of these paths: send the paths it was given with"
+                )
+            wanted = wanted[wanted.index(start) :]
         at = await self.at(caller, wiki)
         repo = at.repo
         budget = self.settings.max_file_bytes
@@ -259,9 +280,13 @@ class Reads:
             snapshot = view(repo, at.commit)
             answer = PageSet(commit=snapshot.commit, pages=[], errors=[])
             left = budget
-            for path in wanted:
+            for number, path in enumerate(wanted):
                 try:
                     page = self._one(repo, snapshot, path, left, sections)
+                except _Unread:
+                    answer.next_cursor = encode_cursor(path)
+                    answer.errors += [_unread(rest) for rest in wanted[number:]]
+                    break
                 except WikiqError as exc:
                     answer.errors.append(PageError(path=path, code=exc.code, message=exc.message))
                     continue
@@ -280,11 +305,7 @@ class Reads:
         if size > left:
             if size > self.settings.max_file_bytes:
                 raise _too_large(path, size, self.settings.max_file_bytes)
-            raise BatchRejected(
-                "BATCH_TOO_LARGE",
-                f"{path!r} ({size} bytes) does not fit in this answer's {self.settings.max_file_bytes}-byte "
-                "budget after the pages before it; read it in another call",
-            )
+            raise _Unread
         return page_answer(path, version, snapshot.read(path), snapshot.commit, sections)
 
     async def commits(self, caller: Principal, wiki: str, limit: int = 50) -> CommitList:
@@ -315,13 +336,16 @@ class Reads:
         prefix: str = "",
         case_sensitive: bool = False,
         cursor: str | None = None,
+        outside_code: bool = False,
+        multiline: bool = False,
     ) -> MatchList:
         """Lines at the head holding ``q`` (literal) or where a match of it starts (``regex``: RE2, with
-        ``^``/``$`` at line ends), ASCII case ignored unless ``case_sensitive``, in files under ``prefix``:
-        each with its path, 1-based number and the page's version, in path then line order, ``limit`` at
-        a time after ``cursor`` (``next_cursor`` when there are more)."""
-        if not q or any(ch in q for ch in "\x00\n\r"):
-            raise BatchRejected("INVALID_BATCH", "q must be one line of text")
+        ``^``/``$`` at line ends, a match within one line unless ``multiline``), ASCII case ignored unless
+        ``case_sensitive``, only in prose with ``outside_code`` (never in code blocks, code spans, HTML
+        blocks or front matter), in files under ``prefix``: each with its path, 1-based number and the
+        page's version, in path then line order, ``limit`` at a time after ``cursor`` (``next_cursor`` when
+        there are more)."""
+        _one_line(q)
         after = decode_search_cursor(cursor)
         at = await self.at(caller, wiki)
         repo, head = at.repo, at.commit
@@ -338,6 +362,8 @@ class Reads:
                 limit=limit + 1,
                 after=after,
                 max_file_bytes=self.settings.max_file_bytes,
+                outside_code=outside_code,
+                multiline=multiline,
             )
             matches = []
             for hit in hits[:limit]:
@@ -354,10 +380,92 @@ class Reads:
 
         return await in_thread(run, self.settings.costs)
 
+    async def count(
+        self,
+        caller: Principal,
+        wiki: str,
+        q: str,
+        limit: int = 100,
+        *,
+        regex: bool = False,
+        prefix: str = "",
+        cursor: str | None = None,
+        outside_code: bool = False,
+    ) -> MatchList:
+        """How many matches of ``q`` each page at the head holds, counted as ``replace_across`` with
+        ``old=q`` (``pattern=q`` with ``regex``), ``prefix`` and ``outside_code`` would replace them
+        (``worker.git.search.count_matches``: case-sensitive, over the whole page, only where its zone lets
+        it change a page): ``pages`` (``limit`` at a time after ``cursor``, in path order, ``next_cursor``
+        when there are more), ``total`` over every page, and no ``matches``. ``total`` is the
+        ``expected_count`` such an edit takes. ``outside_code`` with ``regex`` is ``INVALID_BATCH``
+        (``replace_across`` takes it with ``old`` only)."""
+        _one_line(q)
+        resume = decode_search_cursor(cursor)
+        after = resume[0] if resume else ""
+        at = await self.at(caller, wiki)
+        repo, head = at.repo, at.commit
+        policy = (await self.wikis.target(wiki)).policy
+
+        def run() -> MatchList:
+            found = (
+                []
+                if head is None
+                else count_matches(
+                    repo,
+                    head,
+                    q,
+                    regex=regex,
+                    prefix=prefix,
+                    outside_code=outside_code,
+                    changeable=_changeable(policy),
+                    max_file_bytes=self.settings.max_file_bytes,
+                )
+            )
+            rest = [(path, count) for path, count in found if path > after]
+            shown = rest[:limit]
+            return MatchList(
+                matches=[],
+                pages=[PageCount(path=path, count=count) for path, count in shown],
+                total=sum(count for _, count in found),
+                next_cursor=encode_search_cursor(shown[-1][0], 0) if len(rest) > limit else None,
+            )
+
+        return await in_thread(run, self.settings.costs)
+
 
 def view(repo: WikiRepo, commit: str | None) -> Snapshot:
     """The engine's view of ``commit`` of ``repo`` (None: an empty wiki, no file at all)."""
     return repo.snapshot(commit) if commit is not None else Snapshot(repo, None, None)
+
+
+class _Unread(Exception):
+    """A page that does not fit in what is left of a read's size budget."""
+
+
+def _unread(path: str) -> PageError:
+    return PageError(
+        path=path,
+        code="BATCH_TOO_LARGE",
+        message="not read: this answer's size budget is spent; send the same paths with cursor=next_cursor",
+    )
+
+
+def _one_line(q: str) -> None:
+    if not q or any(ch in q for ch in "\x00\n\r"):
+        raise BatchRejected("INVALID_BATCH", "q must be one line of text")
+
+
+def _changeable(policy: ZonePolicy) -> Callable[[str], bool]:
+    """Whether the zone policy lets ``replace_across`` change a page (as ``BatchState.zone_allows``)."""
+
+    def allows(path: str) -> bool:
+        try:
+            check_zone(policy, "replace_across", path, None)
+        except BatchRejected:
+            return False
+        return True
+
+    return allows
 
 
 def _check_path(path: str) -> None:

@@ -52,6 +52,14 @@ class PagesToRead(BaseModel):
         Field(min_length=1, max_length=100, description="the files to read, in the order to answer them"),
     ]
     sections: Annotated[bool, Field(description="also answer each page's heading tree")] = False
+    cursor: Annotated[
+        str | None,
+        Field(
+            max_length=8192,
+            pattern=r"^[A-Za-z0-9_-]+=*$",
+            description="next_cursor of an answer to the same paths: read from the page it names on",
+        ),
+    ] = None
 
 
 class NewWiki(BaseModel):
@@ -129,9 +137,11 @@ async def list_pages(
 @router.post("/wikis/{wiki}/pages:read", operation_id="read_pages", response_model=PageSet)
 async def read_pages(wiki: WikiId, body: PagesToRead, svc: Svc, caller: Caller) -> PageSet:
     """Up to 100 files at one commit of the head, in the order asked: ``{commit, pages: [page...],
-    errors: [{path, code, message}]}``. A path that is missing or invalid, or whose content would take the
-    answer past ``WIKIQ_MAX_FILE_BYTES`` in all, is an error entry, not a failure of the call."""
-    return await svc.reads.read_pages(caller, wiki, body.paths, body.sections)
+    errors: [{path, code, message}], next_cursor?}``. A path that is missing or invalid is an error entry,
+    not a failure of the call. The first page whose content would take the answer past
+    ``WIKIQ_MAX_FILE_BYTES`` in all stops the read: it and the paths after it are error entries, and
+    ``next_cursor`` (sent back with the same paths as ``cursor``) reads on from it."""
+    return await svc.reads.read_pages(caller, wiki, body.paths, body.sections, body.cursor)
 
 
 @router.get("/wikis/{wiki}/pages/{path:path}", operation_id="read_page", response_model=Page)
@@ -203,12 +213,38 @@ async def search(
             max_length=CURSOR_CHARS, pattern=r"^[A-Za-z0-9_-]+=*$", description="next_cursor of the last page"
         ),
     ] = None,
+    outside_code: Annotated[
+        bool, Query(description="only matches in prose: not in code blocks, code spans, HTML, front matter")
+    ] = False,
+    multiline: Annotated[bool, Query(description="regex: a match may cross line breaks")] = False,
+    count: Annotated[
+        bool,
+        Query(description="no lines: matches per page and in all, counted as replace_across counts them"),
+    ] = False,
 ) -> MatchList:
     """Search of the head, literal and case-insensitive by default: ``{"matches": [{"path", "line",
     "text", "version"}], "next_cursor"}`` in path then line order; ``regex=true`` takes an RE2 pattern
-    (``PATTERN_INVALID`` if RE2 refuses it)."""
+    (``PATTERN_INVALID`` if RE2 refuses it), a match within one line unless ``multiline=true``;
+    ``outside_code=true`` keeps only matches in prose. ``count=true`` answers ``{"matches": [], "pages":
+    [{"path", "count"}], "total", "next_cursor"}`` instead, ``limit`` pages at a time: what
+    ``replace_across`` with ``old=q`` (``pattern=q`` with ``regex``), ``prefix`` and ``outside_code`` would
+    replace (case-sensitive, over the whole page, ``raw/`` left out); ``total`` is its
+    ``expected_count``."""
+    if count:
+        return await svc.reads.count(
+            caller, wiki, q, limit, regex=regex, prefix=prefix, cursor=cursor, outside_code=outside_code
+        )
     return await svc.reads.search(
-        caller, wiki, q, limit, regex=regex, prefix=prefix, case_sensitive=case_sensitive, cursor=cursor
+        caller,
+        wiki,
+        q,
+        limit,
+        regex=regex,
+        prefix=prefix,
+        case_sensitive=case_sensitive,
+        cursor=cursor,
+        outside_code=outside_code,
+        multiline=multiline,
     )
 
 

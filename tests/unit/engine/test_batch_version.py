@@ -143,6 +143,9 @@ def test_the_refusal_names_the_link_rewrite_that_changed_the_page() -> None:
     )
     assert (found.code, found.index) == ("VERSION_REQUIRED", 1)
     assert "only by the link rewriting of edit 0 (rename), which checked no version id" in found.message
+    assert "give the version you read (read_page or list_pages), which holds for the whole batch" in (
+        found.message
+    )
 
 
 def test_the_refusal_names_the_unchecked_edits_not_link_rewriting() -> None:

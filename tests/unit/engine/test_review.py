@@ -1,4 +1,4 @@
-"""What a dry run answers besides applied: the diff of every changed file and the warnings."""
+"""What a dry run answers besides applied: the diff of every changed file, the checks and the warnings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from worker.engine import DictHead, Review, blob_id, preflight, review
+from worker.engine.budget import Budget
 from worker.engine.paths import DEFAULT_POLICY
-from worker.schema.edits import Edit
+from worker.schema.edits import Costs, Edit
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 review_module = importlib.import_module("worker.engine.review")  # the package exports the function
@@ -176,3 +177,47 @@ def test_raw_pages_not_rewritten_are_reported() -> None:
         ("LINK_BROKEN", "raw/src.md", "[[b]]"),
         ("NOT_REWRITTEN", "raw/src.md", None),
     ]
+
+
+def test_the_checks_say_how_each_file_changed() -> None:
+    """Each changed file once, in path order: how it changed, its diff's line counts, the links rewritten
+    in it, the code it gained, whether an edit named it; the broken links of the pages the batch may
+    affect before and after it (a link broken before stays counted); the code pieces changed in all."""
+    seen = dry(
+        {
+            "op": "rename",
+            "path": "wiki/b.md",
+            "new_path": "wiki/beta.md",
+            "expected_version": v("wiki/b.md"),
+            "rewrite_links": True,
+        },
+        {"op": "delete", "path": "wiki/c.md", "expected_version": v("wiki/c.md")},
+        {"op": "create", "path": "wiki/n.md", "content": "# N\n\n```\ncode\n```\n\n`x` [[gone2]]\n"},
+        {"op": "append", "path": "index.md", "content": "- [[n]]\n"},
+    )
+    checks = seen.checks
+    assert [f.to_dict() for f in checks.files] == [
+        {"path": "index.md", "change": "modified", "added": 2, "removed": 1, "links": 1, "named": True},
+        {"path": "wiki/a.md", "change": "modified", "added": 1, "removed": 1, "links": 1, "named": False},
+        {"path": "wiki/beta.md", "old_path": "wiki/b.md", "change": "moved", "added": 0, "removed": 0}
+        | {"named": True},
+        {"path": "wiki/c.md", "change": "deleted", "added": 0, "removed": 3, "named": True},
+        {"path": "wiki/n.md", "change": "created", "added": 7, "removed": 0, "code_added": 2, "named": True},
+    ]
+    assert checks.links is not None
+    assert (checks.links.broken_before, checks.links.broken_after, checks.links.ambiguous_after) == (1, 3, 0)
+    assert (checks.code_changed, checks.unnamed, checks.unchecked) == (2, 1, [])
+    assert [f.path for f in checks.files] == [d.path for d in seen.diff]
+
+
+def test_a_check_the_budget_stops_says_so() -> None:
+    """With the batch's budget spent, no part is guessed: links and code are None, the line counts too,
+    and unchecked names each part with the reason."""
+    head = DictHead(FILES)
+    plan = preflight(head, [EDIT.validate_python({"op": "append", "path": "wiki/a.md", "content": "`x`\n"})])
+    plan.budget = Budget(Costs(cpu_seconds=0))
+    checks = review(head, plan, DEFAULT_POLICY).checks
+    assert (checks.links, checks.code_changed) == (None, None)
+    assert [(f.path, f.added, f.removed) for f in checks.files] == [("wiki/a.md", None, None)]
+    assert [part.split(":")[0] for part in checks.unchecked] == ["links", "code", "lines"]
+    assert all("CPU" in part for part in checks.unchecked)

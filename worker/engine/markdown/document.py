@@ -8,6 +8,7 @@ of this package need, as line ranges (0-based, end exclusive) into ``lines``:
   block quotes and lists) — the only places where links exist; fenced and indented code blocks, HTML
   blocks and the front matter are never among them,
 - ``definitions``: link reference definitions (``[id]: dest "title"``),
+- ``code_blocks``: fenced and indented code blocks, at any depth (a fence's lines included),
 - ``headings``: the top-level headings (ATX and setext; headings nested in block quotes or lists are not
   section boundaries and are left out).
 
@@ -58,6 +59,7 @@ class Document:
     inlines: tuple[tuple[int, int], ...]
     definitions: tuple[tuple[int, int], ...]
     headings: tuple[Heading, ...]
+    code_blocks: tuple[tuple[int, int], ...]
 
     def line_at(self, offset: int) -> int:
         """The 0-based line holding character ``offset``."""
@@ -156,6 +158,7 @@ def _read(text: str) -> Document:
         source = "".join(line_ending(line) or "\n" for line in lines[: front[1]]) + "".join(lines[front[1] :])
     inlines: list[tuple[int, int]] = []
     definitions: list[tuple[int, int]] = []
+    code_blocks: list[tuple[int, int]] = []
     headings: list[Heading] = []
     tokens = _MD.parse(source)
     for number, token in enumerate(tokens):
@@ -166,6 +169,8 @@ def _read(text: str) -> Document:
             inlines.append((start, end))
         elif token.type == "definition":
             definitions.append((start, end))
+        elif token.type in ("fence", "code_block"):
+            code_blocks.append((start, end))
         elif token.type == "heading_open" and token.level == 0:
             content = tokens[number + 1].content
             headings.append(
@@ -185,6 +190,7 @@ def _read(text: str) -> Document:
         inlines=tuple(inlines),
         definitions=tuple(definitions),
         headings=tuple(headings),
+        code_blocks=tuple(code_blocks),
     )
 
 

@@ -409,3 +409,35 @@ def extract(
     trailing = doc.span_text(at, section.end)
     rest = head + placed + trailing + tail
     return Extraction(section, moved, page, rest, (len(head), len(head) + len(placed)))
+
+
+def merged_part(text: str, demote: bool) -> str:
+    """The page ``text`` as one part of a merged page: without its front matter and its leading and
+    trailing blank lines, ending with a line break; with ``demote``, each heading one level deeper (at
+    most 6; a setext heading becomes an ATX one, since setext has only two levels). Code is never
+    touched: headings in code are not headings."""
+    doc = parse(text)
+    lines = list(doc.lines)
+    if demote:
+        for heading in reversed(doc.headings):  # from the end: a setext heading shrinks to one line
+            level = min(heading.level + 1, 6)
+            first = lines[heading.start]
+            newline = line_ending(lines[heading.end - 1]) or "\n"
+            if heading.setext:
+                indent = first[: len(first) - len(first.lstrip(" \t"))]
+                lines[heading.start : heading.end] = [indent + "#" * level + " " + heading.text + newline]
+                continue
+            atx = _ATX.fullmatch(strip_ending(first))
+            assert atx is not None, first
+            indent, _, space, words, closing = atx.groups()
+            lines[heading.start] = (
+                indent + "#" * level + (space or " ") + words + closing + line_ending(first)
+            )
+    start = doc.front_matter[1] if doc.front_matter else 0
+    end = len(lines)
+    while start < end and _is_blank(lines[start]):
+        start += 1
+    while end > start and _is_blank(lines[end - 1]):
+        end -= 1
+    body = "".join(lines[start:end])
+    return body if not body or line_ending(body) else body + "\n"
