@@ -78,6 +78,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "replace_all": _s("boolean", "replace: all occurrences.", default=False),
             "expected_count": _s("integer", "Exact number of matches.", minimum=1),
             "outside_code": _s("boolean", "replace_across: prose only, never code.", default=False),
+            "select": {"type": "object"},
             "expected_version": _VERSION,
         },
         "required": ["op", "new"],

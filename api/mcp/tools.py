@@ -772,10 +772,10 @@ Guard: expected_version or page_outline's expected_section_version.
 new_path (# title); links follow; leave_link=true leaves [[new_path]].
 - retarget_links {{from, to}}: links to from (a page, or page#heading: [[p#H]], [x](p.md#h-slug)) \
 point to to (same forms).
-- replace_across {{prefix, old or pattern, new, expected_count?, outside_code?}}: every page under prefix \
-('' for all; never raw/). old is exact, case-sensitive (outside_code=true: prose \
-only, never code, HTML or front matter); pattern is RE2 over the whole page ((?m) \
-for ^ and $ per line), new may use \\1.
+- replace_across {{prefix, old or pattern, new, expected_count?, outside_code?, select?}}: every page \
+under prefix ('' for all; never raw/; select: each's tests, no prefix). old is exact, case-sensitive \
+(outside_code=true: prose only, never code, HTML or front matter); pattern is RE2 over the whole page \
+((?m) for ^ and $ per line), new may use \\1.
 - each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count, do, ...}}: do \
 (frontmatter, append, delete, or rename into new_path, a folder) on each .md page selected (glob: * in a \
 folder, ** across; frontmatter: {{"status": "archived"}}); expected_count, not versions, guards it.

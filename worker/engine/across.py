@@ -1,6 +1,7 @@
 """``replace_across``: one replace (literal ``old`` or RE2 ``pattern``) over every page under a prefix.
 
-The pages are the files whose path starts with ``prefix``, as the batch left them so far, in path order;
+The pages are the files whose path starts with ``prefix`` (and, with ``select``, pass its tests as an
+``each`` edit's selector does: ``each.narrow``), as the batch left them so far, in path order;
 files that are not UTF-8 text are skipped. Pages where the zone policy allows no in-place change
 (``raw/``) are never changed: one that would have matched is reported as a ``NOT_REWRITTEN`` warning.
 Every match is replaced (``markdown.count_and_replace``: RE2, ``new`` may use ``\\1``/``\\g<name>``); with
@@ -20,6 +21,7 @@ changed); a pattern reads every page under the prefix.
 
 from __future__ import annotations
 
+from worker.engine.each import narrow
 from worker.engine.markdown import compile_pattern, count_and_replace
 from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.patterns import parse_template
@@ -42,7 +44,7 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
     """Apply ``edit`` to every page under its prefix (see the module docstring)."""
     check_pattern(edit, index)
     total = 0
-    for page in _pages(work, edit):
+    for page in _pages(work, index, edit):
         text = work.page_text(page)
         if text is None:
             continue
@@ -104,7 +106,7 @@ def _probe(old: str) -> str:
     return longest if len(longest.encode()) <= _MAX_PROBE_BYTES else ""
 
 
-def _pages(work: BatchState, edit: ReplaceAcross) -> list[str]:
+def _pages(work: BatchState, index: int, edit: ReplaceAcross) -> list[str]:
     """The paths under the prefix to look at, in order (a superset of those that match)."""
     prefix = edit.prefix
     changed = {path for path, file in work.state.items() if file is not None}
@@ -113,4 +115,5 @@ def _pages(work: BatchState, edit: ReplaceAcross) -> list[str]:
     if probe:
         mentioned = work.head.mentioning([probe])
     heads = work.files() if mentioned is None else {p for p in mentioned if p not in work.state} | changed
-    return sorted(path for path in heads if path.startswith(prefix))
+    pages = sorted(path for path in heads if path.startswith(prefix))
+    return pages if edit.select is None else narrow(work, index, edit.select, pages)

@@ -30,7 +30,7 @@ from worker.engine.markdown.prose import prose_spans
 from worker.engine.mentions import is_page
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
-from worker.schema.edits import Append, Delete, Each, EditModel, Frontmatter, Rename, Selector
+from worker.schema.edits import Append, Delete, Each, EditModel, Frontmatter, PageTests, Rename, Selector
 
 SHOWN = 20  # pages a COUNT_MISMATCH names
 PREFETCH = 512  # pages read in one go
@@ -76,10 +76,15 @@ def _one(work: BatchState, edit: Each, page: str) -> EditModel:
 def select(work: BatchState, index: int, selector: Selector) -> list[str]:
     """The pages ``selector`` picks at this point of the batch, in path order."""
     paths = sorted(p for p in work.files() if p.startswith(selector.prefix) and is_page(p))
-    if selector.glob is not None:
-        regex = compile_pattern(glob_pattern(selector.glob), index)
+    return narrow(work, index, selector, paths)
+
+
+def narrow(work: BatchState, index: int, tests: PageTests, paths: list[str]) -> list[str]:
+    """Those of ``paths`` that pass ``tests`` (glob, front matter, text) at this point of the batch."""
+    if tests.glob is not None:
+        regex = compile_pattern(glob_pattern(tests.glob), index)
         paths = [p for p in checked(paths, "selecting pages") if regex.fullmatch(p)]
-    if selector.frontmatter is None and selector.contains is None:
+    if tests.frontmatter is None and tests.contains is None:
         return paths
     spend = current()
     picked = []
@@ -91,13 +96,13 @@ def select(work: BatchState, index: int, selector: Selector) -> list[str]:
             if text is None:
                 continue
             spend.scan(len(text), "selecting pages")
-            if _passes(text, selector, index):
+            if _passes(text, tests, index):
                 picked.append(page)
         work.forget()
     return picked
 
 
-def _passes(text: str, selector: Selector, index: int) -> bool:
+def _passes(text: str, selector: PageTests, index: int) -> bool:
     if selector.contains is not None:
         if selector.contains not in text:
             return False

@@ -51,6 +51,7 @@ from worker.schema.edits import (
     Limits,
     MergePages,
     Overwrite,
+    PageTests,
     RemoveSection,
     Rename,
     RenameSection,
@@ -178,6 +179,8 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
     if isinstance(edit, ReplaceAcross):
         _check_prefix(edit.prefix, index, policy)
         across.check_pattern(edit, index)
+        if edit.select is not None:
+            _check_tests(edit.select, index)
         return
     if isinstance(edit, RetargetLinks):
         _check_retarget(edit, index)
@@ -217,17 +220,9 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
 def _check_each(edit: Each, index: int) -> None:
     """each: the selector's prefix and texts, and exactly the fields its ``do`` takes (``INVALID_BATCH``
     naming what is missing or out of place). Zones and paths are checked page by page as it applies."""
-    selector = edit.select
-    if selector.prefix:
-        check_path(selector.prefix.removesuffix("/"), index)
-    for name in ("glob", "contains"):
-        value = getattr(selector, name)
-        if value is not None:
-            utf8(value, index, name)
-            if not value:
-                raise BatchRejected("INVALID_BATCH", f"select.{name} must not be empty", index)
-    if selector.outside_code and selector.contains is None:
-        raise BatchRejected("INVALID_BATCH", "select.outside_code takes select.contains", index)
+    if edit.select.prefix:
+        check_path(edit.select.prefix.removesuffix("/"), index)
+    _check_tests(edit.select, index)
     required, allowed = _EACH_FIELDS[edit.do]
     given = {
         name for name in ("set", "unset", "content", "new_path", "redirect_links_to") if getattr(edit, name)
@@ -265,6 +260,19 @@ def _check_merge(edit: MergePages, index: int, policy: ZonePolicy) -> None:
         raise BatchRejected("INVALID_BATCH", "merge_pages needs distinct pages, none of them path", index)
     if edit.title is not None and any(c in edit.title for c in "\r\n"):
         raise BatchRejected("INVALID_BATCH", "title must be one line of text", index)
+
+
+def _check_tests(tests: PageTests, index: int) -> None:
+    """A selector's tests: a glob and a text that are UTF-8 and not empty, outside_code only with
+    contains."""
+    for name in ("glob", "contains"):
+        value = getattr(tests, name)
+        if value is not None:
+            utf8(value, index, name)
+            if not value:
+                raise BatchRejected("INVALID_BATCH", f"select.{name} must not be empty", index)
+    if tests.outside_code and tests.contains is None:
+        raise BatchRejected("INVALID_BATCH", "select.outside_code takes select.contains", index)
 
 
 def _check_retarget(edit: RetargetLinks, index: int) -> None:

@@ -403,6 +403,31 @@ def split_anchor(value: str) -> tuple[str, str | None]:
     return page, (heading if hash_mark else None)
 
 
+class PageTests(_Strict):
+    """Tests a page must pass to be picked: each one given must hold."""
+
+    glob: Annotated[
+        str | None,
+        Field(
+            max_length=4096,
+            json_schema_extra=NON_EMPTY,
+            description="And whose path matches: * and ? within a folder, ** across folders.",
+        ),
+    ] = None
+    frontmatter: Annotated[
+        dict[str, JsonValue] | None,
+        Field(
+            description="And whose front matter has each key at this value (null: absent), e.g. "
+            '{"status": "archived"}.'
+        ),
+    ] = None
+    contains: Annotated[
+        str | None,
+        Field(json_schema_extra=NON_EMPTY, description="And whose text holds this, case-sensitive."),
+    ] = None
+    outside_code: Annotated[bool, Field(description="contains counts only in prose, not in code.")] = False
+
+
 class ReplaceAcross(_Strict):
     """One replace over every page under a prefix, as the batch left the pages; applied lists each
     changed page. Pages under raw/ and files that are not UTF-8 text are never changed."""
@@ -450,6 +475,10 @@ class ReplaceAcross(_Strict):
             "HTML blocks or the front matter (with old, not pattern)."
         ),
     ] = False
+    select: Annotated[
+        PageTests | None,
+        Field(description="Only the pages under prefix that pass these tests (as each's select)."),
+    ] = None
 
     @model_validator(mode="after")
     def _one_of_old_and_pattern(self) -> ReplaceAcross:
@@ -488,9 +517,9 @@ class MergePages(_Edit):
     )
 
 
-class Selector(_Strict):
-    """Which pages an ``each`` edit acts on: the .md files (as the batch left them) that pass every test
-    given."""
+class Selector(PageTests):
+    """Which pages an ``each`` edit acts on: the .md files (as the batch left them) under ``prefix`` that
+    pass every other test given."""
 
     prefix: Annotated[
         str,
@@ -499,26 +528,6 @@ class Selector(_Strict):
             description="Pages whose path starts with this, e.g. wiki/projects/; '' for all.",
         ),
     ]
-    glob: Annotated[
-        str | None,
-        Field(
-            max_length=4096,
-            json_schema_extra=NON_EMPTY,
-            description="And whose path matches: * and ? within a folder, ** across folders.",
-        ),
-    ] = None
-    frontmatter: Annotated[
-        dict[str, JsonValue] | None,
-        Field(
-            description="And whose front matter has each key at this value (null: absent), e.g. "
-            '{"status": "archived"}.'
-        ),
-    ] = None
-    contains: Annotated[
-        str | None,
-        Field(json_schema_extra=NON_EMPTY, description="And whose text holds this, case-sensitive."),
-    ] = None
-    outside_code: Annotated[bool, Field(description="contains counts only in prose, not in code.")] = False
 
 
 EACH_OPS = ("frontmatter", "append", "delete", "rename")

@@ -297,3 +297,51 @@ def test_glob_star_stays_in_a_folder_and_double_star_spans_any(glob: str, picked
         [each(select={"prefix": "", "glob": glob}, expected_count=len(picked), do="append", content="!\n")],
     )
     assert [a.path for a in plan.applied] == picked
+
+
+def test_replace_across_takes_a_selector_to_narrow_its_pages() -> None:
+    """replace_across with select: only the pages under prefix that pass its tests are changed, and
+    expected_count counts their matches."""
+    head = {
+        "wiki/a.md": b"---\nstatus: draft\n---\nteh\n",
+        "wiki/b.md": b"teh\n",
+        "wiki/c/d.md": b"---\nstatus: draft\n---\nteh teh\n",
+    }
+    edit = EDIT.validate_python(
+        {
+            "op": "replace_across",
+            "prefix": "wiki/",
+            "old": "teh",
+            "new": "the",
+            "expected_count": 3,
+            "select": {"frontmatter": {"status": "draft"}},
+        }
+    )
+    plan = preflight(DictHead(head), [edit])
+    assert [(a.path, a.count) for a in plan.applied] == [("wiki/a.md", 1), ("wiki/c/d.md", 2)]
+    narrowed = EDIT.validate_python(
+        {
+            "op": "replace_across",
+            "prefix": "wiki/",
+            "old": "teh",
+            "new": "the",
+            "select": {"glob": "wiki/*.md"},
+        }
+    )
+    assert sorted(preflight(DictHead(head), [narrowed]).changes) == ["wiki/a.md", "wiki/b.md"]
+    with pytest.raises(BatchRejected) as refused:
+        preflight(
+            DictHead(head),
+            [
+                EDIT.validate_python(
+                    {
+                        "op": "replace_across",
+                        "prefix": "",
+                        "old": "x",
+                        "new": "y",
+                        "select": {"outside_code": True},
+                    }
+                )
+            ],
+        )
+    assert refused.value.code == "INVALID_BATCH" and "takes select.contains" in refused.value.message
