@@ -181,6 +181,10 @@ HINTS = {
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
+# check_batch changes no page, yet each call makes a new job and plan: read-only, not idempotent
+CHECKS = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 
 WikiId = Annotated[str, Field(pattern=WIKI_PATTERN, description="Wiki id, as returned by list_wikis.")]
 PagePath = Annotated[str, Field(min_length=1, max_length=4096, description="File path, e.g. wiki/redis.md.")]
@@ -1084,7 +1088,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
     @register(
         title="Check batch (dry run)",
-        annotations=READ_ONLY,
+        annotations=CHECKS,
         description=CHECK_BATCH.format(**sizes),
     )
     async def check_batch(

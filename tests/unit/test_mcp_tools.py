@@ -72,6 +72,9 @@ def test_read_tools_are_read_only_and_the_rest_are_marked_destructive() -> None:
     for name, tool in found.items():
         assert tool.annotations.read_only_hint is (name in READ_TOOLS), name
         assert tool.annotations.destructive_hint is (name not in READ_TOOLS), name
+    # each check makes a new job and plan: not idempotent, whatever it reads
+    assert found["check_batch"].annotations.idempotent_hint is False
+    assert found["get_job"].annotations.idempotent_hint is True
 
 
 def test_descriptions_state_the_configured_limits() -> None:
