@@ -13,7 +13,8 @@ index: git grep for the name, then every page that mentions it parsed, with fres
 index, the candidates' links cached by blob id, as after a commit that did not touch them) and repeated
 (the same head again, the answer cached). The link index's own costs: its first build, and bringing it to
 a new head after a rename batch (500 pages rewritten) and after a one-page edit, which is what it adds to
-each commit (paid by the first read after it).
+each commit (paid by the first read after it). And the check of a selector batch: one ``each`` edit that
+sets a front matter key on the 300 pages of three folders (a glob), as a dry run checks it.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from bench.report import Context, Row
-from bench.wikis import Layout, build_bare, initial_files
+from bench.wikis import PAGES_PER_FOLDER, Layout, build_bare, initial_files
 from worker.engine import NewFile, Plan, blob_id, preflight
+from worker.engine.paths import DEFAULT_POLICY
+from worker.engine.review import review
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.linkindex import FILE_NAME, link_index
 from worker.git.snapshot import FILE_INDEXES
-from worker.schema.edits import Rename
+from worker.schema.edits import Edit, Rename
 from worker.service.links import LinkReads
 
 AUTHOR = Identity("bench", "bench@localhost")
@@ -41,6 +46,8 @@ HUB = "wiki/t0050/hub.md"
 LINKERS = 500
 TARGET_RENAME_MS = 250.0
 TARGET_BACKLINKS_MS = 50.0
+SELECTED = "wiki/t000[0-2]/*.md"  # three folders of 100 pages
+EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 FORMS = ("see [[{name}]]", "see [[t0050/{name}|the hub]]", "see [hub](../t0050/{name}.md#top)")
 
 
@@ -65,6 +72,29 @@ def rename_batch(repo: WikiRepo, source: str, target: str) -> tuple[float, int]:
     repo.commit_plan(plan, snapshot.commit, f"Rename {source} to {target}", AUTHOR)
     elapsed = time.perf_counter() - start
     return elapsed, sum(1 for a in plan.applied if a.op == "rewrite_links")
+
+
+def selector_check(repo: WikiRepo, rounds: int) -> tuple[float, int]:
+    """Check (as a dry run does: preflight, then the review) one ``each`` edit that sets a front matter key
+    on the pages of three folders, picked by a glob: (median seconds of ``rounds``, pages changed)."""
+    edit = EDIT.validate_python(
+        {
+            "op": "each",
+            "select": {"prefix": "wiki/", "glob": SELECTED},
+            "expected_count": 3 * PAGES_PER_FOLDER,
+            "do": "frontmatter",
+            "set": {"reviewed": True},
+        }
+    )
+    times, changed = [], 0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        snapshot = repo.snapshot()
+        plan = preflight(snapshot, [edit])
+        review(snapshot, plan, DEFAULT_POLICY)
+        times.append(time.perf_counter() - start)
+        changed = len(plan.changes)
+    return statistics.median(times), changed
 
 
 def time_backlinks(repo: WikiRepo, path: str, rounds: int) -> tuple[float, float, float, int]:
@@ -186,6 +216,16 @@ def section(ctx: Context) -> list[Row]:
                 statistics.median(edits),
                 "ms",
                 f"bringing the link index to the head after a one-page edit, median of {batches}",
+            )
+        )
+        check_s, changed = selector_check(repo, 3 if ctx.quick else 7)
+        rows.append(
+            Row(
+                f"{key}.selector_check_ms",
+                check_s * 1000,
+                "ms",
+                f"check (preflight + review) of one each edit setting front matter on {changed} pages picked "
+                "by a glob, median",
             )
         )
         hub = names[(batches + 1) % 2]

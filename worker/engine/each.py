@@ -124,7 +124,8 @@ def _passes(text: str, selector: PageTests, index: int) -> bool:
 
 def glob_pattern(glob: str) -> str:
     """``glob`` as an RE2 pattern over whole paths: ``**/`` any folders (or none), ``**`` anything,
-    ``*`` anything within a folder, ``?`` one character within a folder, the rest literal."""
+    ``*`` anything within a folder, ``?`` one character within a folder, ``[a-c]`` one of those
+    characters (``[!a-c]`` one character not among them, nor ``/``), the rest literal."""
     out = []
     position = 0
     while position < len(glob):
@@ -140,7 +141,21 @@ def glob_pattern(glob: str) -> str:
         elif glob[position] == "?":
             out.append("[^/]")
             position += 1
+        elif glob[position] == "[" and (end := _class_end(glob, position)) > 0:
+            body = glob[position + 1 : end]
+            negated = body.startswith("!")
+            members = "".join("\\" + c if c in "\\^[]" else c for c in body[negated:])
+            out.append("[" + ("^/" if negated else "") + members + "]")
+            position = end + 1
         else:
             out.append(re.escape(glob[position]))
             position += 1
     return "".join(out)
+
+
+def _class_end(glob: str, start: int) -> int:
+    """The index of the ``]`` closing the class that opens at ``start`` (a ``]`` right after ``[`` or
+    ``[!`` is a member), or -1 when there is none: then ``[`` is literal."""
+    first = start + 1 + (glob[start + 1 : start + 2] == "!")
+    end = glob.find("]", first + 1)
+    return end if end > first else -1

@@ -242,7 +242,18 @@ def wikis(draw: st.DrawFn) -> tuple[dict[str, bytes], dict[str, tuple[str | None
 @given(
     wikis(),
     st.sampled_from(["", "wiki/", "wiki/a/", "wiki/c"]),
-    st.sampled_from([None, "**/draft-*.md", "wiki/*.md", "wiki/**", "wiki/a/**/x.md", "*/?/*.md"]),
+    st.sampled_from(
+        [
+            None,
+            "**/draft-*.md",
+            "wiki/*.md",
+            "wiki/**",
+            "wiki/a/**/x.md",
+            "*/?/*.md",
+            "wiki/[ac]/*",
+            "**/[!o]*.md",
+        ]
+    ),
     st.sampled_from([None, {"status": "archived"}, {"status": None}, {"status": "active"}]),
     st.sampled_from([None, (NEEDLE, False), (NEEDLE, True)]),
 )
@@ -288,6 +299,8 @@ def test_each_selects_exactly_what_the_reference_selects(
         ("wiki/**", ["wiki/a/b/x.md", "wiki/a/x.md", "wiki/x.md", "wiki/y-1.md"]),
         ("**/y-?.md", ["wiki/y-1.md"]),
         ("wiki/a/**/x.md", ["wiki/a/b/x.md", "wiki/a/x.md"]),
+        ("wiki/[a-c]/*.md", ["wiki/a/x.md"]),
+        ("wiki/[!a]*.md", ["wiki/x.md", "wiki/y-1.md"]),
     ],
 )
 def test_glob_star_stays_in_a_folder_and_double_star_spans_any(glob: str, picked: list[str]) -> None:
