@@ -98,7 +98,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
                 ],
             },
             "path": _s("string", "The page."),
-            "heading": _s("string", "Address from page_outline.", minLength=1),
+            "heading": _s("string", "page_outline's address, e.g. 'Ops > Paging'.", minLength=1),
             "content": _s("string", "Body, no heading line."),
             "new_heading": _s("string", "The new heading text.", minLength=1),
             "level": _s("integer", "insert_section_after: 1-6.", minimum=1, maximum=6),
