@@ -186,10 +186,10 @@ CHECKS = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
 
-WikiId = Annotated[str, Field(pattern=WIKI_PATTERN, description="Wiki id, as returned by list_wikis.")]
+WikiId = Annotated[str, Field(pattern=WIKI_PATTERN, description="A list_wikis id.")]
 PagePath = Annotated[str, Field(min_length=1, max_length=4096, description="File path, e.g. wiki/redis.md.")]
 JobId = Annotated[
-    str, Field(min_length=1, max_length=64, description="Job id, as write_batch or check_batch returned.")
+    str, Field(min_length=1, max_length=64, description="A job_id write_batch or check_batch gave.")
 ]
 Message = Annotated[
     str, Field(min_length=1, max_length=10_000, description="Commit message: what the batch does and why.")
@@ -198,7 +198,7 @@ IdempotencyKey = Annotated[
     str | None,
     Field(
         max_length=256,
-        description="The same key and batch answer the same job, not a second commit: retry with it.",
+        description="Retried with the same batch, it answers the same job: no second commit.",
     ),
 ]
 
@@ -348,12 +348,17 @@ def _refusal(error: ErrorInfo, **extra: Any) -> CallToolResult:
 
 def _hint(error: ErrorInfo) -> str:
     """What to do about ``error``: its code's hint; for a batch with several failing edits (or edits left
-    unchecked), how to retry once, then the hint of each code met."""
+    unchecked), how to retry once, then the hint of each code met. A failed check's (``error.plan``) says
+    to resend only the fixed edits, amending it."""
     codes = list(dict.fromkeys([error.code, *(each.code for each in error.errors or ())]))
+    resend = "send the batch again"
+    if error.plan is not None:
+        resend = 'check_batch again with plan=error.plan and amend={"<index>": fixed edit} for those only'
     if len(error.errors or ()) <= 1 and error.unchecked is None:
-        return HINTS.get(error.code, "")
+        own = HINTS.get(error.code, "")
+        return own if error.plan is None else f"{own} Then {resend}.".lstrip()
     advice = (
-        "Fix every edit error.errors lists, then send the batch again: each was checked as if the failing "
+        f"Fix every edit error.errors lists, then {resend}: each was checked as if the failing "
         "edits before it were left out, and one whose message says it may follow from an earlier failure "
         "may pass once that one is fixed."
     )
@@ -380,7 +385,7 @@ def _argument_error(error: dict[str, Any]) -> EditError:
     """One validation error as the refusal words it: the field, and the edit's index for an edit."""
     loc = [str(part) for part in error.get("loc", ())]
     index = None
-    if len(loc) >= 2 and loc[0] == "edits" and loc[1].isdigit():
+    if len(loc) >= 2 and loc[0] in ("edits", "amend") and loc[1].isdigit():  # amend's keys are indexes
         index = int(loc[1])
         if len(loc) > 2 and loc[2] in OPS:  # the discriminated union names the op: drop it
             loc = loc[:2] + loc[3:]
@@ -727,7 +732,7 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing written; error.errors: every failing edit {index, code, message}, error: the first; \
+Errors (nothing written; error.errors: each failing edit {index, code, message}, error the first; \
 hint: what to do): VERSION_MISMATCH (details.current_version), \
 VERSION_REQUIRED, OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH, SECTION_NOT_FOUND, SECTION_AMBIGUOUS, \
 NOT_FOUND, PATH_EXISTS, PATH_CONFLICT, ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH, FRONTMATTER_INVALID, \
@@ -749,10 +754,9 @@ WRITE_BATCH = (
     """\
 Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
 
-Call it only after the user agreed; for a refactor run check_batch with the same edits first and show \
-its diff and warnings. Limits: {max_edits} \
-edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split bigger work \
-up front, index and log in the last batch.
+Call it only after the user agreed; for a refactor, check_batch first and show its summary. \
+Limits: {max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites \
+included): split bigger work up front, index and log in the last batch.
 
 Edits {{op, ...}} apply in order, each on what the ones before left:
 - create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
@@ -795,20 +799,21 @@ wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
-Returns {{job_id, status, commit, edits}}, edits a line per edit (with a plan, also check_batch's files \
-and checks). status queued or running (after 60 s, or wait=false): get_job with wait_seconds=60.
+Returns {{job_id, status, commit, edits}}: a line per edit (a plan's: also check_batch's files and \
+checks); queued or running (after 60 s, or wait=false): get_job with wait_seconds=60.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
 )
 
 CHECK_BATCH = """\
-Dry-run a batch: every check write_batch makes, on the wiki's head now, and what it would change; \
+Dry-run a batch: every check write_batch makes, on the head now, and what it would change; \
 commits nothing.
 
-Run it before write_batch for a refactor and show the user its summary and warnings; write_batch with \
-its plan (no edits) then commits exactly that, or fails PLAN_STALE if a page it touches changed since \
-(PLAN_NOT_FOUND once expired). Edits, versions, zones, limits: as write_batch.
+Run it before write_batch for a refactor; show the user its summary and warnings. write_batch(plan) \
+then commits exactly that, or fails PLAN_STALE if a page it touches changed since (PLAN_NOT_FOUND once \
+expired). To fix edits, send only those: plan (error.plan of a failed check) and amend. Edits, versions, \
+zones, limits: as write_batch.
 
 Returns {{job_id, status, edits, files, checks, warnings, plan, diff?}}: a line per edit and per changed \
 file (+/- lines, links rewritten, code changed, unnamed: no edit named it); checks {{links {{broken_before, \
@@ -853,10 +858,13 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     edits_field = Field(
         min_length=1,
         max_length=limits.max_edits,
-        description=f"1 to {limits.max_edits} edits, applied in order; the ops are in write_batch's "
-        "description.",
+        description=f"1 to {limits.max_edits} edits, applied in order; ops: write_batch's description.",
     )
     Edits = Annotated[list[Edit], edits_field]
+    Amend = Annotated[
+        dict[str, Edit] | None,
+        Field(description='With plan: {"2": edit} replaces its edit 2 (its length: appends).'),
+    ]
 
     def register(**options: Any) -> Callable[[Callable[..., Any]], Any]:
         """``server.tool(**options)``, the docstring dedented and the limits written into it."""
@@ -960,11 +968,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Read many files at a wiki's head, at one commit: {commit, pages: [page...], errors: [{path, code,
         message}], next_cursor}.
 
-        Use it instead of many read_page calls; each page as read_page answers it (line_numbers=true:
-        numbered, for reading only). A path missing (NOT_FOUND), invalid (INVALID_PATH) or over {max_file}
-        (BATCH_TOO_LARGE) is an entry of errors. Past {max_file} in all, the rest is unread: next_cursor not
-        null: call again with the same paths and cursor=next_cursor. Errors: INVALID_BATCH (over {max_paths}
-        paths), WIKI_NOT_FOUND.
+        Use it instead of many read_page calls; each page as read_page answers it. A path missing
+        (NOT_FOUND), invalid (INVALID_PATH) or over {max_file} (BATCH_TOO_LARGE) is an entry of errors. Past
+        {max_file} in all, the rest is unread: next_cursor not null: call again with the same paths and
+        cursor=next_cursor. Errors: INVALID_BATCH (over {max_paths} paths), WIKI_NOT_FOUND.
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections, cursor)
@@ -1080,9 +1087,27 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             return _refusal(job.error, job_id=job.job_id, status=job.status)
         return job
 
-    def batch_of(message: str, edits: list[Edit], dry_run: bool) -> Batch | CallToolResult:
+    def batch_of(
+        message: str,
+        edits: list[Edit] | None,
+        plan: str | None,
+        amend: dict[str, Edit] | None,
+        dry_run: bool,
+    ) -> Batch | PlanSubmission | CallToolResult:
+        """What to submit: the edits, or a plan (check_batch only with amend), or INVALID_BATCH."""
+        if (
+            (edits is None) == (plan is None)
+            or (amend is not None and plan is None)
+            or (dry_run and amend is None and plan is not None)
+        ):
+            wanted = (
+                "edits, or an earlier check's plan with amend" if dry_run else "edits, or check_batch's plan"
+            )
+            return _refusal(ErrorInfo(code="INVALID_BATCH", message=f"give {wanted}"))
         try:
-            return Batch(message=message, edits=edits, dry_run=dry_run)
+            if plan is not None:
+                return PlanSubmission(plan=plan, amend=amend, dry_run=dry_run, message=message)
+            return Batch(message=message, edits=edits or [], dry_run=dry_run)
         except ValidationError as exc:
             return invalid_arguments(exc)
 
@@ -1093,19 +1118,23 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     )
     async def check_batch(
         wiki: WikiId,
-        edits: Edits,
         ctx: Context,
+        edits: Edits | None = None,
+        plan: Annotated[
+            str | None, Field(max_length=100, description="With amend: a check's plan or error.plan.")
+        ] = None,
+        amend: Amend = None,
         message: Annotated[
             str,
             Field(
                 min_length=1,
                 max_length=10_000,
-                description="Optional, checked only: write_batch's message is committed.",
+                description="Checked only; write_batch's is committed.",
             ),
         ] = "check",
         diff: DiffPaths = None,
     ) -> Annotated[CallToolResult, CheckOutcome]:
-        batch = batch_of(message, edits, True)
+        batch = batch_of(message, edits, plan, amend, True)
         if isinstance(batch, CallToolResult):
             return batch
         job = await run_batch(ctx, wiki, batch, MAX_WAIT, None)
@@ -1131,20 +1160,17 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ctx: Context,
         edits: Edits | None = None,
         plan: Annotated[
-            str | None, Field(max_length=100, description="check_batch's plan; send it or edits, not both")
+            str | None, Field(max_length=100, description="check_batch's plan, instead of edits.")
+        ] = None,
+        amend: Annotated[
+            dict[str, Edit] | None, Field(description="With plan: as check_batch's; all checked again.")
         ] = None,
         wait: Annotated[
-            bool, Field(description="Wait up to 60 s for the outcome (false: return the job id at once).")
+            bool, Field(description="Wait up to 60 s for the outcome (false: answer at once).")
         ] = True,
         idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, WriteOutcome]:
-        if (plan is None) == (edits is None):
-            return _refusal(ErrorInfo(code="INVALID_BATCH", message="give edits, or check_batch's plan"))
-        batch = (
-            PlanSubmission(plan=plan, message=message)
-            if plan is not None
-            else batch_of(message, edits or [], False)
-        )
+        batch = batch_of(message, edits, plan, amend, False)
         if isinstance(batch, CallToolResult):
             return batch
         job = await run_batch(ctx, wiki, batch, MAX_WAIT if wait else 0.0, idempotency_key)
@@ -1154,7 +1180,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         outcome = WriteOutcome(job_id=job.job_id, status=job.status, commit=None)
         if result is not None:
             outcome.commit, outcome.edits = result.commit, edit_lines(result.applied, edits)
-            checked = await plan_checks(backend_for(ctx), plan) if plan is not None else None
+            committed = plan if amend is None else None  # an amended batch is no plan's
+            checked = await plan_checks(backend_for(ctx), committed) if committed is not None else None
             if checked is not None:
                 outcome.files, outcome.checks = file_lines(checked.files), Invariants.of(checked)
         if not job.finished:
@@ -1167,9 +1194,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ctx: Context,
         wait_seconds: Annotated[
             float,
-            Field(
-                ge=0, le=MAX_WAIT, description="Hold the answer until the job finishes, up to this many s."
-            ),
+            Field(ge=0, le=MAX_WAIT, description="Wait up to this many s for it to finish."),
         ] = 0,
         diff: DiffPaths = None,
     ) -> Annotated[CallToolResult, JobOutcome]:
@@ -1204,8 +1229,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """Cancel a write_batch or check_batch job still queued, so it never applies; returns get_job's
         answer.
 
-        For a user who changes their mind while a batch waits. To redo a cancelled batch, submit it
-        again with a new idempotency_key; cancelling twice answers the job again. Errors:
+        When the user changes their mind. To redo a cancelled batch, submit it again with a new
+        idempotency_key; cancelling twice answers the job again. Errors:
         NOT_CANCELLABLE (running or finished: see get_job; undo a commit with a new write_batch),
         JOB_NOT_FOUND, FORBIDDEN (only its submitter or an admin).
         """

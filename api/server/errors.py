@@ -108,7 +108,7 @@ def _located(first: Any) -> tuple[str, int | None]:
     if loc and loc[0] in ("batch", "plan"):  # the submission's tag (a batch or a plan): drop it
         loc = loc[1:]
     index = None
-    if len(loc) >= 2 and loc[0] == "edits" and loc[1].isdigit():
+    if len(loc) >= 2 and loc[0] in ("edits", "amend") and loc[1].isdigit():  # amend's keys are indexes
         index = int(loc[1])
         loc = loc[2:]
         # the discriminated union puts the op's name in the location: drop it

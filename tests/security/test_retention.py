@@ -52,7 +52,8 @@ def test_a_finished_job_keeps_no_body(secured: Service) -> None:
 
 def test_a_dry_run_keeps_its_body_only_as_a_plan(secured: Service) -> None:
     """A succeeded 1 MiB dry run keeps its body as its plan, for the dry-run retention (10 minutes) at most,
-    and a minute once the plan is committed; a failed one keeps no body, and a minute once read."""
+    and a minute once the plan is committed; a failed one keeps it too, to be amended, for the same
+    retention, even once read."""
     edits = [{"op": "create", "path": "wiki/dry-plan.md", "content": "d" * MIB}]
     with as_(secured, "dave") as client:
         answer = client.post(
@@ -72,9 +73,9 @@ def test_a_dry_run_keeps_its_body_only_as_a_plan(secured: Service) -> None:
         bad = [{"op": "delete", "path": "wiki/absent.md", "expected_version": "0" * 40}, *edits]
         answer = client.post("/v1/wikis/sec/batches", json={"message": "dry", "edits": bad, "dry_run": True})
         job = client.get(f"/v1/jobs/{answer.json()['job_id']}", params={"wait": 30}).json()
-        assert job["status"] == "failed" and job["dry_run"] is True
+        assert job["status"] == "failed" and job["dry_run"] is True and job["error"]["plan"]
         raw, ttl = _raw(secured, job["job_id"])
-        assert len(raw) < 4096 and 0 < ttl <= 60
+        assert len(raw) > MIB and 60 < ttl <= 600
 
 
 def test_queued_bytes_per_principal_are_capped(stalled: Service) -> None:

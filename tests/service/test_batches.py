@@ -912,6 +912,63 @@ async def test_check_batch_over_mcp_lists_every_failing_edit(dep: Deployment) ->
     assert again["isError"] is False and again["structuredContent"]["status"] == "succeeded", again
 
 
+async def test_check_batch_over_mcp_amends_a_failed_check_with_the_fixed_edits_only(dep: Deployment) -> None:
+    """A failed check_batch answers error.plan and a hint to amend it; check_batch with that plan and only
+    the two fixed edits checks the whole batch and passes; write_batch commits its plan. Amend without a
+    plan, or an index past the end, is refused and writes nothing."""
+    wiki = await dep.new_wiki("amend-mcp")
+    v = await dep.seed(wiki, {"wiki/a.md": "alpha\n", "wiki/b.md": "beta\n"})
+    edits = [
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "gamma",
+            "new": "x",
+            "expected_version": v["wiki/a.md"],
+        },
+        {"op": "append", "path": "wiki/b.md", "content": "more\n", "expected_version": v["wiki/b.md"]},
+        {"op": "append", "path": "wiki/none.md", "content": "x\n"},
+    ]
+
+    async def call(name: str, **arguments: Any) -> dict[str, Any]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": {"wiki": wiki, **arguments}},
+        }
+        answer = await dep.client.post("/mcp", json=body, headers=MCP_HEADERS)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["result"])
+
+    failed = await call("check_batch", edits=edits)
+    assert failed["isError"] is True, failed
+    error = failed["structuredContent"]["error"]
+    assert _codes(error) == [(0, "OLD_NOT_FOUND"), (2, "NOT_FOUND")], error
+    assert "amend=" in failed["structuredContent"]["hint"], failed
+    head = await dep.head(wiki)
+    fix = {"op": "append", "path": "wiki/a.md", "content": "fixed\n"}
+    for refused in (
+        await call("check_batch", amend={"0": fix}),
+        await call("check_batch", plan=error["plan"], amend={"4": fix}),  # 3 would append
+        await call("check_batch", plan=error["plan"], edits=edits, amend={"0": fix}),
+    ):
+        assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == "INVALID_BATCH"
+    amend = {
+        "0": {**edits[0], "old": "alpha", "new": "ALPHA"},
+        "2": {**edits[2], "path": "wiki/b.md"},
+    }
+    checked = await call("check_batch", plan=error["plan"], amend=amend)
+    assert checked["isError"] is False, checked
+    outcome = checked["structuredContent"]
+    assert outcome["status"] == "succeeded" and len(outcome["edits"]) == 3, outcome
+    assert await dep.head(wiki) == head
+    written = await call("write_batch", message="amended", plan=outcome["plan"])
+    assert written["isError"] is False and written["structuredContent"]["status"] == "succeeded", written
+    assert (await dep.page(wiki, "wiki/a.md"))["content"] == "ALPHA\n"
+    assert (await dep.page(wiki, "wiki/b.md"))["content"] == "beta\nmore\nx\n"
+
+
 async def test_an_agent_giving_the_version_it_read_after_link_rewriting_is_not_refused(
     dep: Deployment,
 ) -> None:

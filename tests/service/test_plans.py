@@ -142,7 +142,7 @@ async def test_a_plan_commits_once_and_only_for_its_submitter(dep: Deployment) -
 
 
 async def test_a_failed_dry_run_has_no_plan(dep: Deployment) -> None:
-    """A dry run that fails has nothing to commit: no plan in its answer."""
+    """A dry run that fails has nothing to commit: no plan in its result (its error's is to amend it)."""
     wiki = await dep.new_wiki("plan-none")
     job = await dep.apply(
         wiki,
@@ -153,3 +153,84 @@ async def test_a_failed_dry_run_has_no_plan(dep: Deployment) -> None:
         },
     )
     assert job["status"] == "failed" and job["result"] is None
+
+
+async def test_a_failed_check_is_corrected_by_sending_only_the_fixed_edits(dep: Deployment) -> None:
+    """A check fails on two of its four edits and answers error.plan; amending those two (and appending a
+    fifth) checks the whole batch anew, it passes, its plan commits, and plain git shows every edit. The
+    failed check is still kept: reading its answer again does not cut its time short."""
+    wiki = await dep.new_wiki("amend")
+    v = await dep.seed(wiki, {"wiki/a.md": "alpha\n", "wiki/b.md": "beta\n", "wiki/c.md": "gamma\n"})
+    edits = [
+        {
+            "op": "replace",
+            "path": "wiki/a.md",
+            "old": "alpha",
+            "new": "ALPHA",
+            "expected_version": v["wiki/a.md"],
+        },
+        {
+            "op": "replace",
+            "path": "wiki/b.md",
+            "old": "delta",
+            "new": "x",
+            "expected_version": v["wiki/b.md"],
+        },
+        {"op": "create", "path": "wiki/d.md", "content": "# D\n"},
+        {"op": "overwrite", "path": "wiki/c.md", "content": "C\n", "expected_version": v["wiki/a.md"]},
+    ]
+    failed = await dep.apply(wiki, {"message": "four edits", "edits": edits, "dry_run": True})
+    assert failed["status"] == "failed" and failed["result"] is None, failed
+    error = failed["error"]
+    assert [(each["index"], each["code"]) for each in error["errors"]] == [
+        (1, "OLD_NOT_FOUND"),
+        (3, "VERSION_MISMATCH"),
+    ], error
+    token = error["plan"]
+    assert token.startswith("plan-"), error
+    assert (await dep.wait(failed["job_id"]))["error"]["plan"] == token  # read twice: still there
+    assert await dep.redis.ttl(f"wikiq:job:{failed['job_id']}") > 60  # "read once" does not cut it short
+    amend = {
+        "1": {**edits[1], "old": "beta", "new": "BETA"},
+        "3": {**edits[3], "expected_version": error["errors"][1]["details"]["current_version"]},
+        "4": {"op": "append", "path": "wiki/d.md", "content": "appended\n"},
+    }
+    checked = await dep.apply(wiki, {"plan": token, "amend": amend, "dry_run": True})
+    assert checked["status"] == "succeeded", checked
+    assert checked["dry_run"] is True and checked["job_id"] != failed["job_id"]
+    assert sorted({entry["index"] for entry in checked["result"]["applied"]}) == [0, 1, 2, 3, 4]
+    head = await dep.head(wiki)
+    assert head == git_text(dep.repo(wiki), "rev-parse", "main").strip()  # the check wrote nothing
+    job = await dep.apply(wiki, {"plan": checked["result"]["plan"]})
+    assert job["status"] == "succeeded", job
+    repo = dep.repo(wiki)
+    assert git_text(repo, "log", "-1", "--format=%s", "main").strip() == "four edits"
+    shown = {name: git_text(repo, "show", f"main:wiki/{name}.md") for name in ("a", "b", "c", "d")}
+    assert shown == {"a": "ALPHA\n", "b": "BETA\n", "c": "C\n", "d": "# D\nappended\n"}
+
+
+async def test_an_amendment_is_refused_whole_when_an_index_is_past_the_end(dep: Deployment) -> None:
+    """An index past the checked batch's end (beyond the one that appends) is INVALID_BATCH, a failed
+    check's token without amend commits nothing (PLAN_NOT_FOUND), dry_run needs amend; nothing is queued
+    or written."""
+    wiki = await dep.new_wiki("amend-range")
+    failed = await dep.apply(
+        wiki,
+        {
+            "message": "m",
+            "dry_run": True,
+            "edits": [{"op": "delete", "path": "wiki/nope.md", "expected_version": "0" * 40}],
+        },
+    )
+    token = failed["error"]["plan"]
+    head, jobs = await dep.head(wiki), len(await dep.jobs(wiki))
+    fix = {"op": "create", "path": "wiki/yes.md", "content": "y\n"}
+    error = expect_error(await dep.submit(wiki, {"plan": token, "amend": {"2": fix}}), 422, "INVALID_BATCH")
+    assert "no edit 2" in error["message"], error
+    expect_error(await dep.submit(wiki, {"plan": token, "amend": {"-1": fix}}), 422, "INVALID_BATCH")
+    expect_error(await dep.submit(wiki, {"plan": token}), 404, "PLAN_NOT_FOUND")
+    expect_error(await dep.submit(wiki, {"plan": token, "dry_run": True}), 422, "INVALID_BATCH")
+    refused = await dep.submit(wiki, {"plan": token, "amend": {"0": {**fix, "path": "wiki/../x.md"}}})
+    expect_error(refused, 422, "INVALID_PATH", 0)  # the amended batch is checked as any batch
+    assert await dep.head(wiki) == head and len(await dep.jobs(wiki)) == jobs
+    assert "wiki/yes.md" not in await dep.pages(wiki)

@@ -278,6 +278,25 @@ async def test_redelivery_is_the_submitters_and_once_per_interval(
     expect_error(by_admin, 429, "RATE_LIMITED")  # per job, not per caller
 
 
+async def test_only_a_checks_submitter_amends_it(
+    dep: Deployment, wikis: dict[str, httpx.AsyncClient]
+) -> None:
+    """Alice's failed check: a twin who learns its token cannot amend it (PLAN_NOT_FOUND, as an unknown
+    plan), nor see the token when it reads that check; nothing is written. Alice amends it."""
+    bad = {"op": "delete", "path": "wiki/absent.md", "expected_version": "0" * 40}
+    job_id = await dep.submit_ok("wa", {"message": "m", "edits": [bad], "dry_run": True}, wikis["alice"])
+    failed = await dep.wait(job_id, wikis["alice"])
+    token = failed["error"]["plan"]
+    assert "plan" not in (await dep.wait(job_id, wikis["twin-a"]))["error"]
+    amend = {"plan": token, "amend": {"0": create("wiki/amended.md")}}
+    for who in ("twin-a", "root"):
+        expect_error(await dep.submit("wa", amend, wikis[who]), 404, "PLAN_NOT_FOUND")
+    assert "wiki/amended.md" not in (await wikis["alice"].get("/v1/wikis/wa/pages")).text
+    mine = await dep.wait(await dep.submit_ok("wa", amend, wikis["alice"]), wikis["alice"])
+    assert mine["status"] == "succeeded", mine
+    assert (await wikis["alice"].get("/v1/wikis/wa/pages/wiki/amended.md")).status_code == 200
+
+
 async def test_principals_sharing_a_name_share_no_idempotency_key(
     dep: Deployment, wikis: dict[str, httpx.AsyncClient]
 ) -> None:

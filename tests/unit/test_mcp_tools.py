@@ -196,7 +196,7 @@ def test_every_argument_is_described_and_every_edit_field_named_in_the_prose() -
 def test_schema_constraints_agents_rely_on() -> None:
     """old is non-empty, edits names its bounds, message has its length; no pattern anywhere (the server
     checks ids and paths and says why), write_batch has no dry_run (check_batch does that) and takes edits
-    or check_batch's plan."""
+    or check_batch's plan; both take a plan's amend."""
     write = tools()["write_batch"].input_schema
     text_family = next(f for f in write["properties"]["edits"]["items"]["anyOf"] if "old" in f["properties"])
     assert text_family["properties"]["old"]["minLength"] == 1
@@ -205,7 +205,9 @@ def test_schema_constraints_agents_rely_on() -> None:
     assert write["properties"]["message"]["maxLength"] == 10_000
     assert "dry_run" not in write["properties"]
     assert set(write["required"]) == {"wiki", "message"}
-    assert {"edits", "plan"} <= set(write["properties"])
+    assert {"edits", "plan", "amend"} <= set(write["properties"])
+    check = tools()["check_batch"].input_schema  # edits, or an earlier check's plan with amend
+    assert check["required"] == ["wiki"] and {"edits", "plan", "amend"} <= set(check["properties"])
 
 
 def _listing(limits: Limits | None = None) -> str:

@@ -635,10 +635,11 @@ return 1
 class JobStore:
     """Reads and writes job records, the per-wiki job index, idempotency keys and queued bytes.
 
-    A record moving to a finished status loses its batch body in the same compare-and-set (a succeeded dry
-    run keeps it: it is a plan), gives its bytes back to the submitter's queued-bytes count (at most once:
-    the job id leaves a hash), and, for a dry run, expires after ``dry_run_retention`` seconds instead of
-    ``retention``, its size counted in the queued bytes meanwhile (``keep``). Any other finished record
+    A record moving to a finished status loses its batch body in the same compare-and-set (a dry run that
+    succeeded or failed keeps it: it is a plan, to commit or amend), gives its bytes back to the
+    submitter's queued-bytes count (at most once: the job id leaves a hash), and, for a dry run, expires
+    after ``dry_run_retention`` seconds instead of ``retention``, its size counted in the queued bytes
+    meanwhile (``keep``). Any other finished record
     counts, from its finish and after every later change, in its submitter's retained bytes: past
     ``retained_cap`` (0: no cap) the submitter's oldest finished records are dropped (``RETAIN``).
     """
@@ -827,8 +828,8 @@ class JobStore:
         bytes to give back ('' = none): a record that finishes drops its body and its bytes."""
         ttl, release = "", ""
         if changed.status in FINISHED and current.status not in FINISHED:
-            if not (changed.dry_run and changed.status == "succeeded"):
-                changed.batch = None  # a succeeded dry run keeps it: it is a plan (``PlanSubmission``)
+            if not (changed.dry_run and changed.status in ("succeeded", "failed")):
+                changed.batch = None  # a checked dry run keeps it: its plan, to commit or amend
             release = str(changed.queued_bytes) if changed.submitter else ""
             if changed.dry_run:
                 ttl = str(self.dry_run_retention)

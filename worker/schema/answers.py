@@ -93,6 +93,12 @@ class ErrorInfo(Answer):
         description="the first edit not checked, when checking stopped early (50 failing edits, or the "
         "batch's budget spent): the edits from there on may fail too",
     )
+    plan: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description='a failed dry run, to its submitter: submit {"plan": this, "amend": {"<index>": edit}} '
+        "to send only the corrected edits (while the dry run is kept)",
+    )
 
 
 class WikiInfo(Answer):
@@ -371,7 +377,7 @@ class JobResult(Answer):
         default=None,
         exclude_if=lambda v: v is None,
         description='a succeeded dry run, to its submitter: submit {"plan": this} to commit exactly what '
-        "was checked (while the dry run is kept, once)",
+        'was checked (while the dry run is kept, once), or {"plan": this, "amend": {...}} to change edits',
     )
 
 

@@ -624,17 +624,47 @@ class Batch(_Strict):
     )
 
 
+# an edit's index in a batch, as a JSON object key: "0" is the first edit
+EDIT_INDEX = r"^(?:0|[1-9][0-9]{0,8})$"
+
+
 class PlanSubmission(_Strict):
     """Commit exactly what a dry run checked: ``plan`` is the token its result answered (its submitter
     only, while the dry run is kept). The batch is checked again on the head it lands on and committed only
-    if it changes exactly what the dry run showed; else the job fails ``PLAN_STALE``."""
+    if it changes exactly what the dry run showed; else the job fails ``PLAN_STALE``.
 
-    plan: Annotated[str, Field(min_length=1, max_length=100, description="a dry run's result.plan")]
+    With ``amend``, the dry run's batch (of a failed dry run too: its ``error.plan``) with the edits at
+    those indexes replaced, and indexes from its length on appended, is submitted as a new batch, checked
+    in full like any other (``dry_run`` checks it only); nothing of the earlier check is expected of it."""
+
+    plan: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=100,
+            description="a dry run's result.plan (or, to amend it, a failed dry run's error.plan)",
+        ),
+    ]
+    amend: Annotated[
+        dict[Annotated[str, Field(pattern=EDIT_INDEX)], Edit] | None,
+        Field(
+            min_length=1,
+            description='edits by index ("0" the first) replacing the dry run\'s; indexes from its length on '
+            "append, in order. The result is a new batch, checked in full",
+        ),
+    ] = None
+    dry_run: Annotated[bool, Field(description="with amend: check the amended batch, commit nothing")] = False
     message: Annotated[
         str | None,
         Field(min_length=1, max_length=10_000, description="the commit message (default: the dry run's)"),
     ] = None
     webhook: Annotated[Webhook | None, Field(description="POST the finished job here, signed")] = None
+
+    @model_validator(mode="after")
+    def _dry_run_amends(self) -> PlanSubmission:
+        if self.dry_run and self.amend is None:
+            raise ValueError("dry_run: only with amend (a plan commits what was checked)")
+        return self
 
 
 def _submission_kind(value: Any) -> str:

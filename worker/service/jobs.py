@@ -29,7 +29,7 @@ from worker.settings import Settings
 
 MAX_WAIT = 60.0
 DRY_RUN_FETCHED_SECONDS = (
-    60  # a finished dry run read by its submitter is kept this long more, not its full time
+    60  # a finished dry run without a batch, read by its submitter, is kept this long more only
 )
 RECHECK = 5.0  # a long-poll re-reads the record this often even without a wake-up (a lost pub/sub message)
 
@@ -70,9 +70,11 @@ class Jobs:
     async def get(self, caller: Principal, job_id: str, wait: float = 0) -> Job:
         """The job; with ``wait`` it answers as soon as the job is finished, or after ``wait`` (≤ 60) s.
 
-        A succeeded dry run answers its submitter a ``plan`` token (``worker.service.plans``); a failed
-        one read by its submitter is kept only ``DRY_RUN_FETCHED_SECONDS`` more (its result is meant to be
-        read once; a repeated poll within that time still finds it).
+        A dry run that keeps its batch answers its submitter a ``plan`` token (``worker.service.plans``):
+        ``result.plan`` when it succeeded (to commit or amend), ``error.plan`` when it failed (to amend). A
+        finished dry run that keeps none (a cancelled one) read by its submitter is kept only
+        ``DRY_RUN_FETCHED_SECONDS`` more (its result is meant to be read once; a repeated poll within that
+        time still finds it); one that keeps its batch stays its full time, for the corrections.
 
         The wait is woken by the finish message on ``wikiq:events``; the record is re-read on every wake-up
         and at least every ``RECHECK`` seconds, so a message lost in a Redis outage costs latency, not the
@@ -86,12 +88,15 @@ class Jobs:
                 record = await self.visible(caller, job_id)
                 left = deadline - loop.time()
                 mine = caller.id == record.submitter
-                if record.status in FINISHED and record.dry_run and record.status != "succeeded" and mine:
+                if record.status in FINISHED and record.dry_run and record.batch is None and mine:
                     await self.records.expire_soon(record, DRY_RUN_FETCHED_SECONDS)
                 if record.status in FINISHED or left <= 0:
                     job = record.public(reveals(caller, record))
-                    if mine and job.result is not None and record.dry_run and record.batch is not None:
-                        job.result.plan = plan_token(record.job_id)
+                    if mine and record.dry_run and record.batch is not None and record.status in FINISHED:
+                        if job.result is not None:
+                            job.result.plan = plan_token(record.job_id)
+                        elif job.error is not None:
+                            job.error = job.error.model_copy(update={"plan": plan_token(record.job_id)})
                     return job
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), min(left, RECHECK))

@@ -96,7 +96,8 @@ class Submissions:
         idempotency_key: str | None = None,
     ) -> Submitted | Job:
         """Check ``batch`` and queue it: ``Submitted`` for a new job, or the ``Job`` an idempotency key named.
-        A ``PlanSubmission`` queues the batch of the dry run it names (``worker.service.plans``).
+        A ``PlanSubmission`` queues the batch of the dry run it names, or that batch amended
+        (``worker.service.plans``).
 
         Raises the refusal (``BatchRejected``, ``AccessDenied``, ``RateLimited``, ...) when any check
         fails; nothing is then stored.
@@ -104,7 +105,8 @@ class Submissions:
         caller.require(wiki, "write")
         plan, checked = None, None
         if isinstance(batch, PlanSubmission):
-            plan = batch.plan
+            if batch.amend is None:  # an amended batch is a new one: it commits no plan
+                plan = batch.plan
             batch, checked = await planned_batch(self.jobs, caller.id, wiki, batch)
         elif batch.expect is not None:
             raise BatchRejected("INVALID_BATCH", "expect: Extra inputs are not permitted (plans set it)")
@@ -187,7 +189,7 @@ class Submissions:
                 retry_after=1,
             )
         job_accepted(self.redis, record)
-        if checked is not None:  # its plan is committed: the dry run is kept only a minute more
+        if plan is not None and checked is not None:  # its plan is committed: kept a minute more only
             await self.jobs.expire_soon(checked, PLAN_USED_SECONDS)
         return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
 
