@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import pytest
 from mcp.types import ListToolsResult
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from api.mcp.listing import EDIT_FAMILIES, keywords, lean
 from api.mcp.listing import KEYWORDS as ALLOWED
-from api.mcp.listing import keywords, lean
 from api.mcp.tools import (
     HINTS,
     LINK_EXAMPLES,
@@ -41,7 +41,7 @@ from worker.errors import CODES
 from worker.jobs.results import job_result
 from worker.schema import answers
 from worker.schema.answers import EditError, ErrorInfo, FileDiff
-from worker.schema.edits import OPS, Edit, Limits
+from worker.schema.edits import OPS, Edit, EditModel, Limits
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
@@ -669,3 +669,20 @@ def test_the_read_tools_size_their_answers_and_say_more_one_way() -> None:
         assert "next_cursor not null: call again with" in description and "truncated" not in description, name
         assert "next_cursor" in found[name].output_schema["properties"], name
     assert "expected_count" in found["search_wiki"].description  # what a count is for
+
+
+def test_each_edit_family_requires_what_the_server_requires_of_its_ops() -> None:
+    """A family's required fields are required by every op it lists (the schema never asks for more
+    than the server), and the fields every op of the family requires are required by the family (an
+    edit the schema passes lacks no field all its ops need)."""
+    models = {get_args(m.model_fields["op"].annotation)[0]: m for m in get_args(EditModel)}
+    for family in EDIT_FAMILIES:
+        ops = family["properties"]["op"]["enum"]
+        required = set(family["required"]) - {"op"}
+        needed = [
+            {field.alias or name for name, field in models[op].model_fields.items() if field.is_required()}
+            - {"op"}
+            for op in ops
+        ]
+        assert all(required <= fields for fields in needed), (ops, required, needed)
+        assert set.intersection(*needed) <= required, (ops, required, needed)
