@@ -275,12 +275,29 @@ def search(
     ] = False,
     prefix: Annotated[str, typer.Option(help="only files whose path starts with this")] = "",
     cursor: Annotated[str | None, typer.Option(help="resume where an earlier search stopped")] = None,
+    outside_code: Annotated[
+        bool, typer.Option("--outside-code", help="only in prose: never in code, HTML or front matter")
+    ] = False,
+    multiline: Annotated[bool, typer.Option("--multiline", help="a pattern's match may span lines")] = False,
+    count: Annotated[
+        bool,
+        typer.Option("--count", help="matches per page as replace_across counts them, and their total"),
+    ] = False,
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Print the lines at a wiki's head that match, as path:line: text (the cursor for more on stderr)."""
-    options = SearchOptions(regex=regex, case_sensitive=case_sensitive, prefix=prefix, cursor=cursor)
+    """Print the lines at a wiki's head that match, as path:line: text, or with --count each page's
+    matches as path: count and the total (the cursor for more on stderr)."""
+    options = SearchOptions(
+        regex=regex,
+        case_sensitive=case_sensitive,
+        prefix=prefix,
+        cursor=cursor,
+        outside_code=outside_code,
+        multiline=multiline,
+        count=count,
+    )
     with _client(url, token, as_json) as client:
         found = client.search_page(wiki, query, limit, options)
     if as_json:
@@ -288,6 +305,10 @@ def search(
         return
     for match in found.matches:
         typer.echo(f"{match.path}:{match.line}: {match.text}")
+    for page in found.pages or ():
+        typer.echo(f"{page.path}: {page.count}")
+    if count:
+        typer.echo(f"total: {found.total}")
     if found.next_cursor:
         typer.echo(f"more: --cursor {found.next_cursor}", err=True)
 

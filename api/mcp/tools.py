@@ -156,8 +156,8 @@ HINTS = {
     "BATCH_TOO_COSTLY": "The batch would cost more work than one batch may buy (the message says which): "
     "split it, narrow a replace_across prefix, or use a simpler pattern or a literal old.",
     "PLAN_STALE": "The wiki changed since the plan was checked: run check_batch again, commit its new plan.",
-    "PLAN_NOT_FOUND": "The plan is unknown, expired (10 minutes), already committed or not yours: run "
-    "check_batch again.",
+    "PLAN_NOT_FOUND": "The plan is unknown, expired (10 minutes), already committed or not yours, or a "
+    "failed check's sent without amend: run check_batch again (to fix a failed check: plan and amend).",
     "QUERY_TOO_COSTLY": "The read would cost more work than one request may buy (the message says which): "
     "narrow it (a prefix, fewer pages, a literal query instead of a pattern).",
     "BATCH_EMPTY": "Give at least one edit.",

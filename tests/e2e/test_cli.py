@@ -353,7 +353,7 @@ def test_token_and_url_flags_override_environment(tmp_path: Path) -> None:
 
 def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
     """submit --dry-run prints the colored diff and the warnings and commits nothing; outline, backlinks
-    and search --regex/--prefix/--case-sensitive print what refactors need."""
+    and search --regex/--prefix/--case-sensitive/--count/--outside-code print what refactors need."""
     wiki = new_wiki(svc, "refactor")
     head = svc.client.get(f"/v1/wikis/{wiki}/commits").json()["commits"][0]["commit"]
     rename = {"op": "rename", "path": "wiki/beta.md", "new_path": "wiki/b/beta2.md", "rewrite_links": True}
@@ -387,6 +387,12 @@ def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
     cursor = first.stderr.decode().split("--cursor ", 1)[1].strip()
     rest = wikiq("search", wiki, "#", "--cursor", cursor, url=svc.url)
     assert out(first).splitlines()[0] not in out(rest).splitlines()
+    counted = wikiq("search", wiki, "a", "--count", "--prefix", "wiki/", url=svc.url)
+    assert (
+        out(counted) == "wiki/alpha.md: 2\nwiki/beta.md: 1\ntotal: 3\n"
+    )  # case-sensitive, as replace_across
+    prose = wikiq("search", wiki, "beta", "--outside-code", "--count", url=svc.url)
+    assert out(prose) == "wiki/alpha.md: 1\ntotal: 1\n"
 
     # the plan the dry run printed commits exactly what it showed, once
     assert f"wikiq commit-plan {wiki} plan-" in plain.stdout.decode()
