@@ -497,7 +497,8 @@ def expect_error_shape(answer: httpx.Response, status: int) -> dict[str, Any]:
     return dict(error)
 
 
-OPTIONAL_ERROR_KEYS = {"details", "errors", "unchecked"}  # details: some refusals; errors: batches
+# details: some refusals; errors, unchecked: batches; plan: a failed check, to amend (its submitter)
+OPTIONAL_ERROR_KEYS = {"details", "errors", "unchecked", "plan"}
 
 
 def check_error_object(error: dict[str, Any]) -> None:
@@ -510,6 +511,7 @@ def check_error_object(error: dict[str, Any]) -> None:
         assert listed and all(set(e) - {"details"} == {"code", "message", "index"} for e in listed), error
         assert (listed[0]["code"], listed[0]["index"]) == (error["code"], error["index"]), error
     assert isinstance(error.get("unchecked", 0), int), error
+    assert str(error.get("plan", "plan-")).startswith("plan-"), error
 
 
 def check_job(job: dict[str, Any], wiki: str, status: str) -> None:
