@@ -86,24 +86,13 @@ class ServiceBackend:
         multiline: bool = False,
         count: bool = False,
     ) -> MatchList:
-        reads = self.service.reads
         found: MatchList = await self._call(
-            reads.count(
+            self.service.reads.find(
                 self.caller,
                 wiki,
                 query,
                 limit,
-                regex=regex,
-                prefix=prefix,
-                cursor=cursor,
-                outside_code=outside_code,
-            )
-            if count
-            else reads.search(
-                self.caller,
-                wiki,
-                query,
-                limit,
+                count=count,
                 regex=regex,
                 prefix=prefix,
                 case_sensitive=case_sensitive,

@@ -325,6 +325,40 @@ class Reads:
             ]
         )
 
+    async def find(
+        self,
+        caller: Principal,
+        wiki: str,
+        q: str,
+        limit: int = 100,
+        *,
+        count: bool = False,
+        regex: bool = False,
+        prefix: str = "",
+        case_sensitive: bool = False,
+        cursor: str | None = None,
+        outside_code: bool = False,
+        multiline: bool = False,
+    ) -> MatchList:
+        """The search the API and the MCP tools answer: ``count`` (matches per page, by replace_across's
+        rule, which ``case_sensitive`` and ``multiline`` do not change) when ``count``, else ``search``."""
+        if count:
+            return await self.count(
+                caller, wiki, q, limit, regex=regex, prefix=prefix, cursor=cursor, outside_code=outside_code
+            )
+        return await self.search(
+            caller,
+            wiki,
+            q,
+            limit,
+            regex=regex,
+            prefix=prefix,
+            case_sensitive=case_sensitive,
+            cursor=cursor,
+            outside_code=outside_code,
+            multiline=multiline,
+        )
+
     async def search(
         self,
         caller: Principal,

@@ -15,6 +15,7 @@ after the submission check gains nothing (unless private addresses are allowed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import re
@@ -255,13 +256,10 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
         log.warning("webhook of job %s not sent: WIKIQ_WEBHOOK_SECRET is not set", job_id)
         return record.webhook.state
     lanes = ctx.get("lanes")
-    if lanes is None:
+    if lanes is not None and lanes.full(record.submitter):  # its lane is taken: back on the queue
+        raise Retry(defer=settings.webhook_timeout * ctx["rng"].uniform(0.5, 1.0))
+    async with lanes.slot(record.submitter) if lanes is not None else contextlib.nullcontext():
         outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
-    else:
-        if lanes.full(record.submitter):  # its lane is taken: back on the queue, the slot left to others
-            raise Retry(defer=settings.webhook_timeout * ctx["rng"].uniform(0.5, 1.0))
-        async with lanes.slot(record.submitter):
-            outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
     delay = (
         None
         if outcome.stop

@@ -230,15 +230,12 @@ async def search(
     ``replace_across`` with ``old=q`` (``pattern=q`` with ``regex``), ``prefix`` and ``outside_code`` would
     replace (case-sensitive, over the whole page, ``raw/`` left out); ``total`` is its
     ``expected_count``."""
-    if count:
-        return await svc.reads.count(
-            caller, wiki, q, limit, regex=regex, prefix=prefix, cursor=cursor, outside_code=outside_code
-        )
-    return await svc.reads.search(
+    return await svc.reads.find(
         caller,
         wiki,
         q,
         limit,
+        count=count,
         regex=regex,
         prefix=prefix,
         case_sensitive=case_sensitive,
