@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from typing import Any
 
 from pydantic import BaseModel
@@ -334,7 +335,7 @@ def preflight(
     work = BatchState(head, policy, limits)
     spend = Budget(limits.costs)
     failed = _Failures(edits)
-    with active(spend):
+    with active(spend), closing(work):
         for index, edit in enumerate(edits):
             work.begin()
             try:

@@ -25,7 +25,7 @@ Nothing here writes anywhere: a refused batch leaves no trace.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSet
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 from worker.engine.markdown import FileIndex
@@ -75,13 +75,13 @@ class BatchState:
         # how to undo each change of the edit being applied, in order (``begin``, ``rollback``)
         self._undo: list[Callable[[], object]] = []
         self._mark = (0, 0, 0, 0)
-        self.created: MutableSet[str] = _UndoneSet(self._undo)
+        self.created: set[str] = _UndoneSet(self._undo)
         self.made: list[str] = []  # paths made by create edits, in order
         self.origin: dict[str, int] = {}
         self.versions: dict[str, set[str]] = {}  # every version an edit of the batch gave a path
-        self.vouched: MutableSet[str] = _UndoneSet(self._undo)  # paths an edit checked by a version id
+        self.vouched: set[str] = _UndoneSet(self._undo)  # paths an edit checked by a version id
         # a moved file's path -> the path it had before the batch
-        self.moved_from: MutableMapping[str, str] = _UndoneDict(self._undo)
+        self.moved_from: dict[str, str] = _UndoneDict(self._undo)
         self.applied: list[Applied] = []
         self.warnings: list[BatchWarning] = []
         self._files: set[str] | None = None
@@ -94,6 +94,11 @@ class BatchState:
         edit replaces is kept until the next ``begin``, so an edit holds at most twice its output."""
         self._undo.clear()
         self._mark = (len(self.applied), len(self.warnings), len(self.made), self.output)
+
+    def close(self) -> None:
+        """Drop the undo records of the last edit: they point back at this state, and a state no longer
+        in use should be freed at once rather than left to the cycle collector."""
+        self._undo.clear()
 
     def rollback(self) -> None:
         """Take back every change since ``begin``: the state is as if the edit being applied had not been
@@ -401,63 +406,53 @@ class BatchState:
         return Plan(changes, self.applied, renamed, made, self.warnings)
 
 
-class _UndoneSet(MutableSet[str]):
-    """A set of ``BatchState`` whose changes ``rollback`` can take back: each records its undoing."""
+class _UndoneSet(set[str]):
+    """A set of ``BatchState`` whose changes ``rollback`` can take back: ``add`` and ``discard`` (the only
+    mutators the ops use) record their undoing. A ``set`` itself, so lookups cost what a set's do."""
 
     def __init__(self, undo: list[Callable[[], object]]) -> None:
-        self._items: set[str] = set()
+        super().__init__()
         self._undo = undo
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
     def add(self, value: str) -> None:
-        if value not in self._items:
-            self._undo.append(functools.partial(self._items.discard, value))
-            self._items.add(value)
+        if value not in self:
+            self._undo.append(functools.partial(super().discard, value))
+            super().add(value)
 
-    def discard(self, value: str) -> None:
-        if value in self._items:
-            self._undo.append(functools.partial(self._items.add, value))
-            self._items.discard(value)
+    def discard(self, value: object) -> None:
+        if isinstance(value, str) and value in self:
+            self._undo.append(functools.partial(super().add, value))
+            super().discard(value)
 
 
-class _UndoneDict(MutableMapping[str, str]):
-    """A mapping of ``BatchState`` whose changes ``rollback`` can take back: each records its undoing."""
+class _UndoneDict(dict[str, str]):
+    """A mapping of ``BatchState`` whose changes ``rollback`` can take back: item assignment, ``del`` and
+    ``pop`` (the only mutators the ops use) record their undoing. A ``dict`` itself, so reads cost what a
+    dict's do."""
 
     def __init__(self, undo: list[Callable[[], object]]) -> None:
-        self._items: dict[str, str] = {}
+        super().__init__()
         self._undo = undo
-
-    def __getitem__(self, key: str) -> str:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
     def __setitem__(self, key: str, value: str) -> None:
         self._saving(key)
-        self._items[key] = value
+        super().__setitem__(key, value)
 
     def __delitem__(self, key: str) -> None:
         self._saving(key)
-        del self._items[key]
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: str) -> str:  # type: ignore[override]
+        if key in self:
+            self._saving(key)
+        return super().pop(key, *default)
 
     def _saving(self, key: str) -> None:
         """Record how to bring ``key`` back to what it holds now."""
-        if key in self._items:
-            self._undo.append(functools.partial(self._items.__setitem__, key, self._items[key]))
+        if key in self:
+            self._undo.append(functools.partial(super().__setitem__, key, self[key]))
         else:
-            self._undo.append(functools.partial(self._items.pop, key, None))
+            self._undo.append(functools.partial(super().pop, key, None))
 
 
 def check_zone(policy: ZonePolicy, op: str, path: str, index: int | None) -> None:
