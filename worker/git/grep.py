@@ -15,8 +15,8 @@ import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
 
-# Over a tree, git grep's threads contend for the object store's lock: one thread measured ~20 ms where
-# the default took ~30 ms on the 10 000-page benchmark wiki (2 cores).
+# Over a tree, git grep's threads contend for the object store's lock: one thread is faster (figures in
+# docs/benchmarks.md, "Measurements behind choices").
 THREADS = "--threads=1"
 SEARCH_FILE_BYTES = 8 * 1024 * 1024  # files over this are not searched or indexed (the default page limit)
 

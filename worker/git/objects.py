@@ -32,8 +32,8 @@ TREE_MODE = 0o40000
 OBJ_COMMIT, OBJ_TREE, OBJ_BLOB, OBJ_TAG = 1, 2, 3, 4
 TYPE_NAMES = {OBJ_COMMIT: b"commit", OBJ_TREE: b"tree", OBJ_BLOB: b"blob", OBJ_TAG: b"tag"}
 # zlib level per object type (None: stored blocks, see ``stored_zlib``). Blobs and commits: git's
-# core.looseCompression default, speed over size. Trees are mostly 20-byte ids: level 1 saves only ~35% and
-# costs 25x the time (0.5 ms for a 1000-entry folder, 7 ms for a 10 000-entry one); a repack deltifies them.
+# core.looseCompression default, speed over size. Trees are mostly 20-byte ids, which deflate saves little
+# on for much more time (docs/benchmarks.md, "Measurements behind choices"); a repack deltifies them.
 COMPRESSION: dict[int, int | None] = {OBJ_COMMIT: 1, OBJ_TREE: None, OBJ_BLOB: 1}
 # Objects up to this size are stored whatever their type: setting up a deflate stream costs several times
 # the copy of a small page or commit, and saves less than a kilobyte, which later roll-ups copy and a

@@ -17,9 +17,9 @@ A crash before 4 leaves ``tmp_`` files (removed by ``Maintenance`` after a day, 
 stale lock; between 4 and 5 a complete, durable pack nothing refers to (its objects are pruned with git's
 own grace-period rules, see ``worker.git.maintenance``); never a truncated pack under a real name, nor a
 ref to objects that are not on disk. Without step 3 before step 4 (the order until now), a power cut right
-after the renames could leave a pack whose name reached the journal before its data. The cost over the
-former order is one more directory fsync per commit (~0.1 ms here); flushing each file with ``fdatasync``
-instead of one ``syncfs`` measured ~0.3 ms more. The ``faults.point`` calls are crash points for the tests
+after the renames could leave a pack whose name reached the journal before its data. That order costs
+one more directory fsync per commit; one ``syncfs`` is cheaper than an ``fdatasync`` per file
+(docs/benchmarks.md, "Measurements behind choices"). The ``faults.point`` calls are crash points for the tests
 (no-ops otherwise).
 
 Fencing. Only a partition's lease holder writes a wiki, but a holder paused past its lease (a GC, a VM

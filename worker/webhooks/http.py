@@ -34,7 +34,7 @@ _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # would end or split the request line:
 MAX_BODY = 64 * 1024  # bytes of an answer's body read at most (a receiver's answer is ignored)
 MAX_HEAD = 16 * 1024  # bytes of an answer's status line and headers together
 MAX_HEADERS = 100  # header fields of an answer
-MAX_IDLE = 64  # idle connections kept per origin: a burst's worth (``worker.webhooks.first.IN_FLIGHT``)
+MAX_IDLE = 64  # idle connections kept per origin: a burst's worth (``lanes.FIRST_IN_FLIGHT``)
 MAX_IDLE_TOTAL = 256  # ... and over all origins
 USER_AGENT = "wikiq-webhooks/0.1"
 
@@ -122,7 +122,7 @@ class WebhookSender:
             f"content-length: {len(body)}",
             *(f"{name}: {value}" for name, value in headers.items()),
         ]
-        try:  # a URL kept by an older version may hold what no request line can
+        try:  # submission keeps a URL ASCII (``guard.sendable_url``): anything else is refused, not sent
             request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
         except UnicodeEncodeError:
             raise SendError(f"UnsupportedProtocol: {url[:100]!r} is not ASCII once encoded") from None
