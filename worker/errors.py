@@ -47,6 +47,7 @@ CODES = frozenset(
         "OLD_NOT_FOUND",
         "OLD_NOT_UNIQUE",
         "COUNT_MISMATCH",
+        "COUNT_REQUIRED",
         "INVALID_ENCODING",
         "WIKI_NOT_FOUND",
         "WIKI_EXISTS",

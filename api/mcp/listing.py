@@ -49,7 +49,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
         "properties": {
             "op": {"type": "string", "enum": ["create", "overwrite", "append"]},
             "path": _s("string", "e.g. wiki/redis.md"),
-            "content": _s("string", "The whole file, or the text to append."),
+            "content": _TEXT,
             "encoding": {"type": "string", "enum": ["utf-8", "base64"], "default": "utf-8"},
             "expected_version": _VERSION,
         },
@@ -59,9 +59,9 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
         "type": "object",
         "properties": {
             "op": {"type": "string", "enum": ["delete", "rename", "frontmatter", "merge_pages"]},
-            "path": _s("string", "A page; a folder to rename one."),
+            "path": _TEXT,
             "expected_version": _VERSION,
-            "new_path": _s("string", "rename: where it moves."),
+            "new_path": _TEXT,
             "rewrite_links": {"type": "boolean", "default": False},
             "redirect_links_to": _TEXT,
             "set": {"type": "object"},
@@ -77,7 +77,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
         "properties": {
             "op": {"type": "string", "enum": ["replace"]},
             "path": _TEXT,
-            "old": _s("string", "Exact text to find.", minLength=1),
+            "old": {"type": "string", "minLength": 1},
             "new": _TEXT,
             "replace_all": {"type": "boolean", "default": False},
             "expected_count": {"type": "integer", "minimum": 1},
@@ -89,8 +89,8 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
         "type": "object",
         "properties": {
             "op": {"type": "string", "enum": ["replace_across"]},
-            "prefix": _s("string", "Path prefix, '' for all."),
-            "old": _s("string", "Exact text, or give pattern (RE2).", minLength=1),
+            "prefix": _TEXT,
+            "old": {"type": "string", "minLength": 1},
             "pattern": {"type": "string", "minLength": 1},
             "new": _TEXT,
             "expected_count": {"type": "integer", "minimum": 1},
@@ -113,13 +113,13 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
                     "extract_section",
                 ],
             },
-            "path": _s("string", "The page."),
+            "path": _TEXT,
             "heading": _s("string", "page_outline's address, e.g. 'Ops > Paging'.", minLength=1),
-            "content": _s("string", "Body, no heading line."),
-            "new_heading": _s("string", "The new heading text.", minLength=1),
-            "level": _s("integer", "insert_section_after: 1-6.", minimum=1, maximum=6),
+            "content": _TEXT,
+            "new_heading": {"type": "string", "minLength": 1},
+            "level": {"type": "integer", "minimum": 1, "maximum": 6},
             "expected_version": _VERSION,
-            "expected_section_version": _s("string", "Section version, from page_outline."),
+            "expected_section_version": _TEXT,
             "new_path": _TEXT,
             "title": _TEXT,
             "leave_link": {"type": "boolean", "default": False},
@@ -142,7 +142,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
                 },
                 "required": ["prefix"],
             },
-            "expected_count": {"type": "integer", "minimum": 0},
+            "expected_count": _s("integer", "Pages selected; omit in check_batch to learn them.", minimum=0),
             "do": {"type": "string", "enum": ["frontmatter", "append", "delete", "rename"]},
             "set": {"type": "object"},
             "unset": {"type": "array", "items": _TEXT},
@@ -151,7 +151,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
             "rewrite_links": {"type": "boolean", "default": False},
             "redirect_links_to": _TEXT,
         },
-        "required": ["op", "select", "expected_count", "do"],
+        "required": ["op", "select", "do"],
     },
     {
         "type": "object",
@@ -194,7 +194,7 @@ def lean(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 # check_batch takes write_batch's edits: it points at them rather than repeating the families
-EDIT_AS_WRITE_BATCH = {"type": "object", "description": "One edit, exactly as write_batch takes it."}
+EDIT_AS_WRITE_BATCH = {"type": "object", "description": "As write_batch's."}
 
 
 def input_schema(generated: dict[str, Any], edit: dict[str, Any] | None = None) -> dict[str, Any]:

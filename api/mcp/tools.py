@@ -122,9 +122,9 @@ INSTRUCTIONS = """\
 wikiq keeps markdown wikis in git and changes them only in batches: one commit with every edit, or nothing. \
 Find pages with list_wikis, list_pages, search_wiki and find_backlinks; read them with read_page, read_pages \
 or page_outline (each gives the version an edit's expected_version needs). For a refactor (split, move, \
-rename, fix links, update index and log) draft ONE batch, run check_batch and show the user its diff and \
-warnings, then write_batch the same edits. Zones: wiki/** any edit; raw/** create only; index.md, log.md \
-and schema.md are never deleted or renamed."""
+rename, fix links, update index and log) draft ONE batch, run check_batch and show the user its edit and \
+file lines and warnings, then write_batch its plan. Zones: wiki/** any edit; raw/** create only; \
+index.md, log.md and schema.md are never deleted or renamed."""
 
 HINTS = {
     "VERSION_MISMATCH": "The page changed since you read it; error.details.current_version is its version "
@@ -138,8 +138,11 @@ HINTS = {
     "line_numbers=true); replace_across is case-sensitive and reads a pattern over the whole page.",
     "OLD_NOT_UNIQUE": "Make `old` longer with surrounding text so it occurs once, or set replace_all=true "
     "(with expected_count to guard the number).",
-    "COUNT_MISMATCH": "The message gives the real count: correct expected_count or the text (for "
-    "replace_across, check_batch's applied count per page is what it will replace).",
+    "COUNT_MISMATCH": "error.details.actual_count is the real count (for each, details.pages the first "
+    "pages picked): correct expected_count, or the text or selector (for replace_across, check_batch's "
+    "count per page is what it will replace).",
+    "COUNT_REQUIRED": "An each that write_batch commits from edits needs expected_count: check_batch the "
+    "batch without it (its answer counts the pages picked), then write_batch its plan; or give the count.",
     "SECTION_NOT_FOUND": "Call page_outline and use one of the section addresses it lists as heading.",
     "SECTION_AMBIGUOUS": "Use one of the addresses the message lists ('Parent > Child') as heading.",
     "FRONTMATTER_INVALID": "The page's front matter is not a YAML mapping: fix it with overwrite or replace.",
@@ -198,7 +201,7 @@ IdempotencyKey = Annotated[
     str | None,
     Field(
         max_length=256,
-        description="Retried with the same batch, it answers the same job: no second commit.",
+        description="Send one: a retry with it and the same batch answers the same job, no second commit.",
     ),
 ]
 
@@ -732,12 +735,10 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing written; error.errors: each failing edit {index, code, message}, error the first; \
-hint: what to do): VERSION_MISMATCH (details.current_version), \
-VERSION_REQUIRED, OLD_NOT_FOUND, OLD_NOT_UNIQUE, COUNT_MISMATCH, SECTION_NOT_FOUND, SECTION_AMBIGUOUS, \
-NOT_FOUND, PATH_EXISTS, PATH_CONFLICT, ZONE_FORBIDDEN, PROTECTED_PATH, INVALID_PATH, FRONTMATTER_INVALID, \
-PATTERN_INVALID, INVALID_ENCODING, INVALID_BATCH; TOO_MANY_EDITS, BATCH_TOO_LARGE, \
-BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; WIKI_NOT_FOUND; IDEMPOTENCY_CONFLICT; \
+Errors (nothing written; error.errors: each failing edit {index (0-based), code, message}, error the \
+first; hint: what to do): VERSION_MISMATCH (details.current_version), COUNT_MISMATCH \
+(details.actual_count), else the failed check's code (OLD_NOT_FOUND, PATH_EXISTS...); \
+TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; \
 FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: retry with the same idempotency_key."""
 
 LINK_RULE = """\
@@ -752,55 +753,61 @@ wiki/a/redis.md and wiki/b/redis.md: {examples}."""
 
 WRITE_BATCH = (
     """\
-Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing written at all.
+Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing at all.
 
-Call it only after the user agreed; for a refactor, check_batch first and show its summary. \
-Limits: {max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites \
-included): split bigger work up front, index and log in the last batch.
+Call it only after the user agreed; for many-page edits check_batch first, show its lines and \
+warnings, commit its plan. Limits: {max_edits} edits, {max_content} sent, {max_file} a file, \
+{max_output} written (rewrites included): split bigger work up front, index and log in the last batch.
 
 Edits {{op, ...}} apply in order, each on what the ones before left:
 - create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
 - replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte, \
 once unless replace_all.
-- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page repoints its links \
-there.
+- delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page takes its links.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
-in it; rewrite_links=true repoints links to what moved.
+in it; rewrite_links=true: links follow.
 - append {{path, content, expected_version?}}: text at the end.
-- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter.
+- frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter (added if \
+none).
 - replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
 new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename, \
-rewrite_links?}}: heading is an address page_outline lists; a section includes its subsections; content \
-has no heading line. \
-Guard: expected_version or page_outline's expected_section_version.
+rewrite_links? (its links follow, same-page too)}}: heading is page_outline's address (its text if \
+unique); a section includes its subsections; content has no heading line. Guard: expected_version \
+or expected_section_version (page_outline's sections[].version).
 - merge_pages {{path, pages, title?, headings?}}: each page's text (no front matter) appended to path \
-(new: # title), headings one level deeper unless headings=keep; pages deleted, links follow.
+(new: # title; title only then), headings one level deeper unless headings=keep; pages deleted, links \
+follow.
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
-new_path (# title); links follow; leave_link=true leaves [[new_path]].
-- retarget_links {{from, to}}: links to from (a page, or page#heading: [[p#H]], [x](p.md#h-slug)) \
-point to to (same forms).
+new_path (# title); links follow; leave_link=true leaves a [[link]] to it; guard as section ops.
+- retarget_links {{from, to}}: each a page or page#Heading (e.g. wiki/a.md#Old); links to from \
+([[a#Old]], [x](a.md#old)) point to to.
 - replace_across {{prefix, old or pattern, new, expected_count?, outside_code?, select?}}: every page \
 under prefix ('' for all; never raw/; select: each's tests, no prefix). old is exact, case-sensitive \
-(outside_code=true: prose only, never code, HTML or front matter); pattern is RE2 over the whole page \
-((?m) for ^ and $ per line), new may use \\1.
-- each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count, do, ...}}: do \
-(frontmatter, append, delete, or rename into new_path, a folder) on each .md page selected (glob: * in a \
-folder, ** across; frontmatter: {{"status": "archived"}}); expected_count, not versions, guards it.
+(outside_code=true: prose only, link targets too; no code, HTML, front matter); pattern is \
+RE2 over the whole page ((?m) for ^ and $ per line), new may use \\1. expected_count: the total \
+replaced (search_wiki count=true).
+- each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count?, do, \
+its fields}}: do on each .md page selected: frontmatter {{set?, unset?}}, append {{content}}, delete \
+{{redirect_links_to?}} or rename {{new_path, rewrite_links?}} (to new_path/<file name>, flattened). \
+glob: whole path, * in a folder, ** across; frontmatter: {{"status": "archived"}}. expected_count: pages \
+selected, the guard (COUNT_MISMATCH: details.actual_count, pages); unknown: check_batch without it, commit \
+its plan (edits alone: COUNT_REQUIRED).
 
 expected_version: the version you read (read_page, list_pages); it holds for the whole batch, also after \
-earlier edits changed the page. Required to change a file that exists at the start; optional on append \
-and frontmatter; ignored for a path the batch created.
+earlier edits changed the page. Required where an op lists it, if the file exists at the start \
+(optional on append, frontmatter); ignored for a path the batch created; other ops and link rewrites \
+take none.
 
-Paths: relative POSIX, e.g. wiki/db/redis.md. Zones: \
-wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete or rename.
+Zones: wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete \
+or rename.
 
 """
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
 Returns {{job_id, status, commit, edits}}: a line per edit (a plan's: also check_batch's files and \
-checks); queued or running (after 60 s, or wait=false): get_job with wait_seconds=60.
+checks); queued or running (after 60 s, or wait=false): get_job.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -810,33 +817,36 @@ CHECK_BATCH = """\
 Dry-run a batch: every check write_batch makes, on the head now, and what it would change; \
 commits nothing.
 
-Run it before write_batch for a refactor; show the user its summary and warnings. write_batch(plan) \
-then commits exactly that, or fails PLAN_STALE if a page it touches changed since (PLAN_NOT_FOUND once \
-expired). To fix edits, send only those: plan (error.plan of a failed check) and amend. Edits, versions, \
-zones, limits: as write_batch.
+Run it before write_batch for many-page edits (each, replace_across, merge_pages, moves, link \
+rewrites); show the user its edits, files and warnings. write_batch {{plan}} then commits exactly \
+that, or fails PLAN_STALE if a page it touches changed since (PLAN_NOT_FOUND once expired: 10 minutes \
+by default). An each without expected_count takes every page it selects: the edits and files \
+lines count them (a diff lists each), the plan guards them. To fix edits, send only those: plan \
+(error.plan of a failed check) and amend; a new plan comes back. Edits, versions, zones, limits: as \
+write_batch.
 
 Returns {{job_id, status, edits, files, checks, warnings, plan, diff?}}: a line per edit and per changed \
 file (+/- lines, links rewritten, code changed, unnamed: no edit named it); checks {{links {{broken_before, \
-broken_after, ambiguous_after}}, code_changed, unnamed}}: verify with these, not diffs; diff=[paths or \
-prefixes] adds those diffs. warnings {{code, path, line?, link?, message}}, never blocking: LINK_BROKEN \
-(fix the link or add the page), NOT_IN_INDEX, NOT_REWRITTEN (raw/), OVERWRITES_BATCH_EDIT (an overwrite \
-drops an earlier edit's change). Errors: as write_batch's."""
+broken_after, ambiguous_after}}, code_changed, unnamed}}: verify with these, not diffs. warnings {{code, \
+path, line?, link?, message}}, never blocking: LINK_BROKEN (fix the link or add the page), NOT_IN_INDEX, \
+NOT_REWRITTEN (raw/), OVERWRITES_BATCH_EDIT (an overwrite drops an earlier edit's change). Errors: as \
+write_batch's."""
 
-# The link rule's examples: links in LINK_PAGE among LINK_FILES, each with the file it resolves to or why
-# it is broken (ambiguous, missing). tests/unit/test_mcp_tools.py checks every one against the engine.
+
+# The link rule's examples: wikilinks in LINK_PAGE among LINK_FILES, each with the file it resolves to or
+# why it is broken. tests/unit/test_mcp_tools.py checks every one against the engine. A wikilink resolves
+# alike from any page, so the description does not name LINK_PAGE.
 LINK_FILES = ("wiki/a/redis.md", "wiki/b/redis.md", "wiki/a/x.md")
 LINK_PAGE = "wiki/a/x.md"
 LINK_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("[[redis]]", "ambiguous"),
     ("[[a/redis]]", "wiki/a/redis.md"),
-    ("[[c/redis]]", "missing"),
-    ("[r](../b/redis)", "wiki/b/redis.md"),
 )
 
 
 def link_examples() -> str:
     """``LINK_EXAMPLES`` in words, as the write_batch description shows them."""
-    return f"in {LINK_PAGE}, " + ", ".join(f"{link} is {target}" for link, target in LINK_EXAMPLES)
+    return ", ".join(f"{link} is {target}" for link, target in LINK_EXAMPLES)
 
 
 def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | None = None) -> MCPServer:
@@ -858,12 +868,15 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     edits_field = Field(
         min_length=1,
         max_length=limits.max_edits,
-        description=f"1 to {limits.max_edits} edits, applied in order; ops: write_batch's description.",
+        description=f"1 to {limits.max_edits} edits, in order; ops: write_batch's description.",
     )
     Edits = Annotated[list[Edit], edits_field]
     Amend = Annotated[
         dict[str, Edit] | None,
-        Field(description='With plan: {"2": edit} replaces its edit 2 (its length: appends).'),
+        Field(
+            description='With plan: {"2": edit} replaces edit 2 (0-based, as error.errors[].index); '
+            "a key equal to the edit count appends."
+        ),
     ]
 
     def register(**options: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -882,9 +895,9 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     async def list_wikis(ctx: Context) -> Annotated[CallToolResult, WikiList]:
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
-        Call it first: each tool with a wiki field takes its id from here. head is main's commit (null for
-        an empty wiki). A wiki missing here does not exist or is hidden from your token (the two look
-        alike); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user). Any tool may
+        Call it first: every wiki argument is an id from here. head is main's commit (null for
+        an empty wiki). A wiki missing here does not exist or is hidden from your token; writing may
+        still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user). Any tool may
         answer RATE_LIMITED or INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).list_wikis())
@@ -900,12 +913,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
         versions: Annotated[bool, Field(description="Add versions and sizes.")] = False,
     ) -> Annotated[CallToolResult, Listing]:
-        """List a wiki's files by folder: {folders: {"wiki/db/": ["redis.md"]}, next_cursor}; versions=true:
-        {pages: [{path, version, size}], next_cursor}.
+        """List a wiki's files under prefix (subfolders too) by folder: {folders: {"wiki/db/": ["redis.md"]},
+        next_cursor}; versions=true: {pages: [{path, version, size}], next_cursor}.
 
         See what exists before planning edits (text: search_wiki; links: find_backlinks). next_cursor not
-        null: call again with cursor=next_cursor. Errors: WIKI_NOT_FOUND, INVALID_BATCH (a foreign cursor:
-        drop it).
+        null: call again with the same arguments and cursor=next_cursor. Errors: WIKI_NOT_FOUND,
+        INVALID_BATCH (a foreign cursor: drop it).
         """
         try:
             found = await backend_for(ctx).list_pages(wiki, prefix, limit, cursor)
@@ -927,9 +940,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         sections: Annotated[
             bool, Field(description="Also return the heading tree, as page_outline.")
         ] = False,
-        line_numbers: Annotated[
-            bool, Field(description="Show the text with numbered lines, to read.")
-        ] = False,
+        line_numbers: Annotated[bool, Field(description="Numbered lines, for reading only.")] = False,
     ) -> Annotated[CallToolResult, Page]:
         """Read one file at a wiki's head: {path, version, content, encoding, size, commit, sections?}.
 
@@ -937,9 +948,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         line (path, version, size, commit; the outline with sections=true), a line ---, then the content
         exactly as stored: copy a replace's old from it. line_numbers=true numbers the lines instead, for
         reading only. The structured content is always exact; a file not valid UTF-8
-        comes as encoding base64. Several pages: read_pages; headings only: page_outline. Errors: NOT_FOUND
-        (see list_pages), INVALID_PATH, BATCH_TOO_LARGE (over {max_file}: ask the user to clone the
-        repository), WIKI_NOT_FOUND.
+        comes as encoding base64. Several: read_pages; headings: page_outline. Errors: NOT_FOUND (see
+        list_pages), INVALID_PATH, BATCH_TOO_LARGE (over {max_file}: suggest a clone), WIKI_NOT_FOUND.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, sections)
@@ -959,16 +969,14 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             ),
         ],
         ctx: Context,
-        sections: Annotated[bool, Field(description="Also answer each page's heading tree.")] = False,
-        line_numbers: Annotated[
-            bool, Field(description="Number the text's lines, for reading only.")
-        ] = False,
+        sections: Annotated[bool, Field(description="As read_page's.")] = False,
+        line_numbers: Annotated[bool, Field(description="As read_page's.")] = False,
         cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
     ) -> Annotated[CallToolResult, PageSet]:
         """Read many files at a wiki's head, at one commit: {commit, pages: [page...], errors: [{path, code,
         message}], next_cursor}.
 
-        Use it instead of many read_page calls; each page as read_page answers it. A path missing
+        Each page as read_page answers it. A path missing
         (NOT_FOUND), invalid (INVALID_PATH) or over {max_file} (BATCH_TOO_LARGE) is an entry of errors. Past
         {max_file} in all, the rest is unread: next_cursor not null: call again with the same paths and
         cursor=next_cursor. Errors: INVALID_BATCH (over {max_paths} paths), WIKI_NOT_FOUND.
@@ -989,12 +997,13 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
     @register(title="Page outline", annotations=READ_ONLY)
     async def page_outline(wiki: WikiId, path: PagePath, ctx: Context) -> Annotated[CallToolResult, Outline]:
         """Read a page's heading tree: {path, version, commit, sections: [{level, heading, path (its
-        parent headings 'A > B'), address (unique), line, end_line, version}]}.
+        heading trail 'A > B', not a file), address, line, end_line, version}]}.
 
-        Use it before a section op: send a section's address as the op's
-        heading and its version as expected_section_version, so edits of other sections do not conflict (the
-        page's version works too, as expected_version). Headings inside code are not headings; lines are
-        1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages), INVALID_PATH, WIKI_NOT_FOUND.
+        Use it before a section op: send a section's address (its shortest unique trail, e.g. 'Paging'
+        or 'Ops > Paging') as the op's heading and its version as expected_section_version, so edits of
+        other sections do not conflict (or the page's version as expected_version). Headings inside code
+        are not headings; lines are 1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages),
+        INVALID_PATH, WIKI_NOT_FOUND.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, True)
@@ -1020,7 +1029,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/db/.")] = "",
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many lines (or pages).")] = 50,
         cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
-        outside_code: Annotated[bool, Field(description="Prose only, never code.")] = False,
+        outside_code: Annotated[bool, Field(description="Prose only, as replace_across's.")] = False,
         multiline: Annotated[bool, Field(description="A match may span lines.")] = False,
         count: Annotated[bool, Field(description="Count per page, no lines.")] = False,
     ) -> Annotated[CallToolResult, MatchList]:
@@ -1029,11 +1038,12 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
         Literal text (ASCII case ignored unless case_sensitive) or an RE2 pattern (regex; ^ and $ per line, a
         match within one line unless multiline); one match per line, by path then line; version is the
-        page's; a long line is cut. outside_code: as replace_across's (no code, HTML, front matter). count
-        counts what replace_across {old or pattern: query, prefix, outside_code} replaces: case-sensitive,
-        whole page, raw/ skipped; total is its expected_count. next_cursor not null: call again with
-        cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query, a foreign cursor),
-        WIKI_NOT_FOUND.
+        page's; a very long line is cut around the match (truncated: true). count=true counts per page
+        what replace_across {old: query (regex: pattern), prefix, outside_code} would replace: every
+        occurrence, always case-sensitive, a pattern over the whole page ((?m) for ^ $ per line), raw/ left
+        out; total, over all pages, is its expected_count. next_cursor not null: call again with the same
+        arguments and cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query, a
+        foreign cursor, count with regex and outside_code), WIKI_NOT_FOUND.
         """
         try:
             found = await backend_for(ctx).search(
@@ -1065,8 +1075,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
         Every link outside code that resolves to the page (the rule: write_batch), by page and line, as
         written, with the linking page's version. Before a rename, split or delete: rewrite_links,
-        redirect_links_to, extract_section and retarget_links fix these links themselves (never in raw/).
-        next_cursor not null: call again with cursor=next_cursor. Errors:
+        redirect_links_to, extract_section, retarget_links fix them (never in raw/).
+        next_cursor not null: call again with the same arguments and cursor=next_cursor. Errors:
         NOT_FOUND (see list_pages; links to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a
         foreign cursor: drop it), WIKI_NOT_FOUND.
         """
@@ -1129,7 +1139,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             Field(
                 min_length=1,
                 max_length=10_000,
-                description="Checked only; write_batch's is committed.",
+                description="Never committed.",
             ),
         ] = "check",
         diff: DiffPaths = None,
@@ -1163,7 +1173,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             str | None, Field(max_length=100, description="check_batch's plan, instead of edits.")
         ] = None,
         amend: Annotated[
-            dict[str, Edit] | None, Field(description="With plan: as check_batch's; all checked again.")
+            dict[str, Edit] | None,
+            Field(description="With plan: as check_batch's; checked in full."),
         ] = None,
         wait: Annotated[
             bool, Field(description="Wait up to 60 s for the outcome (false: answer at once).")
@@ -1226,8 +1237,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ),
     )
     async def cancel_job(job_id: JobId, ctx: Context) -> Annotated[CallToolResult, Job]:
-        """Cancel a write_batch or check_batch job still queued, so it never applies; returns get_job's
-        answer.
+        """Cancel a write_batch or check_batch job still queued, so it never applies; answers the job.
 
         When the user changes their mind. To redo a cancelled batch, submit it again with a new
         idempotency_key; cancelling twice answers the job again. Errors:

@@ -234,3 +234,51 @@ async def test_an_amendment_is_refused_whole_when_an_index_is_past_the_end(dep: 
     expect_error(refused, 422, "INVALID_PATH", 0)  # the amended batch is checked as any batch
     assert await dep.head(wiki) == head and len(await dep.jobs(wiki)) == jobs
     assert "wiki/yes.md" not in await dep.pages(wiki)
+
+
+async def test_a_selection_is_learned_by_a_check_and_landed_by_its_plan(dep: Deployment) -> None:
+    """An each without expected_count: written, it is COUNT_REQUIRED and queues nothing; checked, the dry
+    run names the pages picked; its plan lands exactly those. A page that starts to match meanwhile makes
+    the plan stale (it guards the selection as the count would)."""
+    wiki = await dep.new_wiki("plan-each")
+    await dep.seed(
+        wiki,
+        {
+            "wiki/p/a.md": "---\nstatus: archived\n---\n# A\n",
+            "wiki/p/b.md": "---\nstatus: active\n---\n# B\n",
+            "wiki/p/c.md": "---\nstatus: archived\n---\n# C\n",
+        },
+    )
+    edits: list[dict[str, object]] = [
+        {
+            "op": "each",
+            "select": {"prefix": "wiki/p/", "frontmatter": {"status": "archived"}},
+            "do": "frontmatter",
+            "set": {"owner": "ops"},
+        }
+    ]
+    head = await dep.head(wiki)
+    error = expect_error(await dep.submit(wiki, {"message": "m", "edits": edits}), 422, "COUNT_REQUIRED", 0)
+    assert "check the batch first" in error["message"]
+    assert await dep.head(wiki) == head
+    checked = await _check(dep, wiki, edits)
+    assert [entry["path"] for entry in checked["result"]["applied"]] == ["wiki/p/a.md", "wiki/p/c.md"]
+    job = await dep.apply(wiki, {"plan": checked["result"]["plan"]})
+    assert job["status"] == "succeeded", job
+    assert git_text(dep.repo(wiki), "diff", "--name-only", head, "main").split() == [
+        "wiki/p/a.md",
+        "wiki/p/c.md",
+    ]
+    assert "owner: ops" in (await dep.page(wiki, "wiki/p/c.md"))["content"]
+
+    again = await _check(dep, wiki, [edits[0] | {"set": {"owner": "web"}}])
+    changed = await dep.apply(
+        wiki,
+        {
+            "message": "b is archived now",
+            "edits": [{"op": "frontmatter", "path": "wiki/p/b.md", "set": {"status": "archived"}}],
+        },
+    )
+    assert changed["status"] == "succeeded", changed
+    stale = await dep.apply(wiki, {"plan": again["result"]["plan"]})
+    assert stale["status"] == "failed" and stale["error"]["code"] == "PLAN_STALE", stale

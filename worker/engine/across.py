@@ -77,6 +77,7 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
             "COUNT_MISMATCH",
             f"{what} matches {total} times under {edit.prefix!r}, expected_count is {edit.expected_count}",
             index,
+            {"actual_count": total},
         )
 
 

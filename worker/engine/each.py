@@ -9,7 +9,9 @@ absent or null; a page whose front matter is not a mapping matches no key), the 
 matter). Reading the pages is charged to the batch's budget.
 
 ``expected_count`` must equal the number of pages picked, else ``COUNT_MISMATCH`` names the count and the
-first pages; it stands for the versions a writer would otherwise give page by page. ``expand`` then
+first pages (also in its details); it stands for the versions a writer would otherwise give page by page.
+Without it (a dry run learning the selection, or a checked plan being committed: ``check_static`` refuses
+it elsewhere) every page picked is taken. ``expand`` then
 makes one concrete edit per page, applied by the op's own code under the ``each`` edit's index, so every
 rule of that op holds (zones, sizes, ``PATH_EXISTS``, link rewriting): ``frontmatter {set, unset}``,
 ``append {content}`` (no version: they merge into what the page holds), ``delete {redirect_links_to}``
@@ -40,7 +42,7 @@ def expand(work: BatchState, index: int, edit: Each) -> Iterator[EditModel]:
     """The concrete edits ``edit`` stands for, one per selected page (see the module), after checking
     ``expected_count``."""
     pages = select(work, index, edit.select)
-    if len(pages) != edit.expected_count:
+    if edit.expected_count is not None and len(pages) != edit.expected_count:
         shown = ", ".join(pages[:SHOWN]) + (f" and {len(pages) - SHOWN} more" if len(pages) > SHOWN else "")
         raise BatchRejected(
             "COUNT_MISMATCH",
@@ -48,6 +50,7 @@ def expand(work: BatchState, index: int, edit: Each) -> Iterator[EditModel]:
             + (f": {shown}" if pages else "")
             + "; check the selector, or set expected_count to the pages you mean to change",
             index,
+            {"actual_count": len(pages), "pages": pages[:SHOWN]},
         )
     for page in pages:
         yield _one(work, edit, page)

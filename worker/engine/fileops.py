@@ -81,6 +81,7 @@ def replaced(index: int, edit: Replace, data: bytes, max_size: int) -> bytes:
             "COUNT_MISMATCH",
             f"'old' occurs {count} times in {edit.path!r}, expected_count is {edit.expected_count}",
             index,
+            {"actual_count": count},
         )
     if count > 1 and not edit.replace_all:
         raise BatchRejected(

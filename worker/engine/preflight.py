@@ -140,16 +140,26 @@ _DEFAULT_LIMITS = Limits()  # read only: what a preflight without limits of its 
 
 
 def check_static(batch: Batch, policy: ZonePolicy = DEFAULT_POLICY, limits: Limits | None = None) -> None:
-    """Every check that needs no repository: limits, encodings, path shapes, zones and patterns.
+    """Every check that needs no repository: limits, encodings, path shapes, zones and patterns, and
+    ``COUNT_REQUIRED`` for an ``each`` without ``expected_count`` in a batch that is written without a
+    checked plan (a dry run may omit it to learn the selection; a plan guards every page it names).
 
     The batch's limits are checked first (a refusal of its own); then every edit, the refusal listing each
     failing one (``BatchRejected.errors``), up to ``MAX_EDIT_ERRORS`` or ``MAX_EDIT_ERROR_BYTES`` of
     messages (``unchecked``: the first edit not checked after that)."""
     check_limits(batch, limits or Limits())
     failed = _Failures(batch.edits)
+    counted = batch.dry_run or batch.expect is not None
     for index, edit in enumerate(batch.edits):
         try:
             check_edit(edit, index, policy)
+            if not counted and isinstance(edit, Each) and edit.expected_count is None:
+                raise BatchRejected(
+                    "COUNT_REQUIRED",
+                    "an each edit that is written needs expected_count, the pages its selector picks: "
+                    "check the batch first (a dry run answers them), then write its plan or give the count",
+                    index,
+                )
         except BatchRejected as exc:
             failed.add(exc)
             if failed.full:

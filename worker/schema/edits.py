@@ -193,7 +193,7 @@ class Replace(_Edit):
         str,
         Field(
             json_schema_extra=NON_EMPTY,
-            description="Text matched byte for byte (copy it from read_page raw=true).",
+            description="Text matched byte for byte (copy it from the page's exact content).",
         ),
     ]
     new: Annotated[str, Field(description="The replacement text.")]
@@ -204,8 +204,8 @@ class Replace(_Edit):
     expected_count: Annotated[
         Count | None,
         Field(
-            description="Guard: refuse (COUNT_MISMATCH) unless old occurs exactly this many times. A "
-            "count above 1 needs replace_all=true too.",
+            description="Guard: refuse (COUNT_MISMATCH, details.actual_count the real one) unless old "
+            "occurs exactly this many times. A count above 1 needs replace_all=true too.",
         ),
     ] = None
 
@@ -411,7 +411,8 @@ class PageTests(_Strict):
         Field(
             max_length=4096,
             json_schema_extra=NON_EMPTY,
-            description="And whose path matches: * and ? within a folder, ** across folders.",
+            description="And whose whole path (prefix included) matches: * and ? within a folder, ** "
+            "across folders.",
         ),
     ] = None
     frontmatter: Annotated[
@@ -466,13 +467,16 @@ class ReplaceAcross(_Strict):
     new: Annotated[str, Field(description="The replacement text.")]
     expected_count: Annotated[
         Count | None,
-        Field(description="Guard: refuse (COUNT_MISMATCH) unless the total over all pages is this."),
+        Field(
+            description="Guard: refuse (COUNT_MISMATCH, details.actual_count the real one) unless the "
+            "total over all pages is this."
+        ),
     ] = None
     outside_code: Annotated[
         bool,
         Field(
-            description="Replace old only in prose, where links live: never in code blocks, inline code, "
-            "HTML blocks or the front matter (with old, not pattern)."
+            description="Replace old only in prose, where links live (their targets are replaced too): "
+            "never in code blocks, inline code, HTML blocks or the front matter (with old, not pattern)."
         ),
     ] = False
     select: Annotated[
@@ -535,15 +539,21 @@ EACH_OPS = ("frontmatter", "append", "delete", "rename")
 
 class Each(_Strict):
     """One op on every page a selector picks, as the batch left them, in path order; applied lists each
-    page. expected_count guards the selection instead of each page's version."""
+    page. expected_count guards the selection instead of each page's version: a batch that is written
+    states it, unless it commits a checked plan (which guards every page it names); a dry run may omit
+    it to learn the selection."""
 
     op: Literal["each"] = Field(description="The op: each.")
     select: Selector
     expected_count: Annotated[
-        int,
-        Field(ge=0, description="Refuse (COUNT_MISMATCH, naming the pages) unless this many match."),
+        int | None,
+        Field(
+            ge=0,
+            description="Pages the selector must pick, else COUNT_MISMATCH (details: actual_count, pages). "
+            "Omit in a dry run (check_batch) to learn them; required to write without a plan.",
+        ),
         Whole,
-    ]
+    ] = None
     do: Literal["frontmatter", "append", "delete", "rename"] = Field(
         description="The op for each page, with its fields below."
     )

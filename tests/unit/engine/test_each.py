@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from worker.engine import DictHead, Plan, preflight
+from worker.engine import DictHead, Plan, check_static, preflight
 from worker.errors import BatchRejected
-from worker.schema.edits import Edit, written_paths
+from worker.schema.edits import Batch, Edit, written_paths
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
@@ -150,6 +150,43 @@ def test_a_wrong_expected_count_names_the_pages_and_plans_nothing() -> None:
     assert (refused.value.code, refused.value.index) == ("COUNT_MISMATCH", 0)
     assert "matches 3 page(s), expected_count is 2" in refused.value.message
     assert "wiki/projects/p0.md, wiki/projects/p3.md, wiki/projects/p6.md" in refused.value.message
+    assert refused.value.details == {
+        "actual_count": 3,
+        "pages": ["wiki/projects/p0.md", "wiki/projects/p3.md", "wiki/projects/p6.md"],
+    }
+
+
+def test_without_a_count_every_page_picked_is_taken_and_named() -> None:
+    """A dry run may leave expected_count out to learn the selection: the plan names every page."""
+    head = projects()
+    plan = preflight(
+        DictHead(head),
+        [
+            each(
+                select={"prefix": "wiki/projects/", "frontmatter": {"status": "archived"}},
+                do="append",
+                content="x",
+            )
+        ],
+    )
+    assert [entry.path for entry in plan.applied] == [f"wiki/projects/p{n}.md" for n in (0, 3, 6)]
+
+
+def batch(dry_run: bool, expect: list[dict[str, Any]] | None = None, **fields: Any) -> Batch:
+    edit = {"op": "each", "select": {"prefix": "wiki/"}, "do": "append", "content": "x", **fields}
+    return Batch.model_validate({"message": "m", "edits": [edit], "dry_run": dry_run, "expect": expect})
+
+
+def test_a_written_batch_states_the_count_unless_it_commits_a_checked_plan() -> None:
+    """At submission: an each without expected_count is COUNT_REQUIRED in a batch that is written, and
+    passes in a dry run, with the count, or with a plan's expect (which guards every page it names)."""
+    with pytest.raises(BatchRejected) as refused:
+        check_static(batch(dry_run=False))
+    assert (refused.value.code, refused.value.index) == ("COUNT_REQUIRED", 0)
+    assert "check the batch first" in refused.value.message
+    check_static(batch(dry_run=True))
+    check_static(batch(dry_run=False, expected_count=4))
+    check_static(batch(dry_run=False, expect=[{"index": 0, "op": "append", "path": "wiki/a.md"}]))
 
 
 @pytest.mark.parametrize(
@@ -186,11 +223,9 @@ def test_a_selected_page_where_the_op_is_not_allowed_is_refused() -> None:
     assert refused.value.code == "ZONE_FORBIDDEN" and "raw/p0.md" in refused.value.message
 
 
-def test_an_each_edit_without_its_selector_or_count_is_invalid() -> None:
+def test_an_each_edit_without_its_selector_is_invalid() -> None:
     with pytest.raises(ValidationError):
         EDIT.validate_python({"op": "each", "expected_count": 1, "do": "append", "content": "x"})
-    with pytest.raises(ValidationError):
-        EDIT.validate_python({"op": "each", "select": {"prefix": ""}, "do": "append", "content": "x"})
 
 
 # ---------------------------------------------------------------- the selection against a reference
