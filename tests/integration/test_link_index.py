@@ -25,14 +25,13 @@ from worker.git import GitStore, Identity, WikiRepo, linkindex, warmup
 from worker.git.linkindex import (
     FILE_NAME,
     READ_BYTES,
-    READ_CHANGES,
     ROW_BYTES,
     ROWS_FACTOR,
     ROWS_FREE,
     link_index,
 )
 from worker.git.remote import Remote, RemoteRegistry
-from worker.git.textindex import INDEX_FROM_BYTES
+from worker.git.textindex import INDEX_FROM_BYTES, READ_CHANGES
 from worker.git.warmup import warm
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.wikis import Wikis

@@ -25,13 +25,13 @@ under its own budget, when it mentions the target's name, as it would without th
 index is at most ``ROWS_FACTOR`` times the bytes of the wiki's pages, plus ``ROWS_FREE`` per page and a
 row per file (its path, key and blob id).
 
-What a read pays for: it brings the index forward itself only over at most ``READ_CHANGES`` changed files
-holding at most ``READ_BYTES`` of pages, inside its own budget (the budget in force: the pages' bytes
-count as scanned, their parses as the read's CPU); further behind (a large push), it answers from the
-pages and a child process brings the index forward (``catch_up``), and reads answer from the pages until
-it is done. A read whose budget runs out while bringing the index forward is ``OverBudget`` (its update is
-rolled back) and hands the update to that child too, so the next read finds it done or under way and
-never starts it over. The child parses each page under a default budget of its own.
+What a read pays for: it brings the index forward itself only over at most ``textindex.READ_CHANGES`` changed
+files holding at most ``READ_BYTES`` of pages, inside its own budget (the budget in force: the pages' bytes
+count as scanned, their parses as the read's CPU); further behind (a large push), it answers from the pages
+and a child process brings the index forward (``catch_up``), and reads answer from the pages until it is done.
+A read whose budget runs out while bringing the index forward is ``OverBudget`` (its update is rolled back)
+and hands the update to that child too, so the next read finds it done or under way and never starts it over.
+The child parses each page under a default budget of its own.
 
 Derived data, never trusted over git: a page's blob id is checked against the snapshot by a read of its
 rows (a mismatch, a row SQLite cannot read, or an indexed commit git no longer has drop the index
@@ -46,7 +46,6 @@ is emptied and built again.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sqlite3
 import subprocess
 import sys
@@ -63,7 +62,15 @@ from worker.engine.mentions import is_page, link_needles
 from worker.git.grep import iter_blobs
 from worker.git.reader import ObjectReader
 from worker.git.snapshot import READ_MANY_FROM
-from worker.git.textindex import FarBehind, Reading, _changed, file_id, open_index, path_hash
+from worker.git.textindex import (
+    FarBehind,
+    Reading,
+    _changed,
+    advance,
+    file_id,
+    open_index,
+    path_hash,
+)
 
 if TYPE_CHECKING:
     from worker.git.snapshot import Snapshot
@@ -72,7 +79,6 @@ FILE_NAME = "wikiq-links.sqlite"
 FORMAT = 2  # of the tables (SQLite's user_version); a file of another format is emptied and built again
 CHUNK = 2000  # blobs read with one git cat-file
 ANY_SIZE = 1 << 62  # every page is parsed, as the backlinks read parses it
-READ_CHANGES = 2000  # files changed since the indexed commit that a read brings forward itself
 READ_BYTES = 512 * 1024  # ... and bytes of pages among them
 ROW_BYTES = 48  # what one link row takes beside its strings: ids, numbers, its entry in links_key
 ROWS_FACTOR = 8  # a page's link rows take at most this many times its bytes ...
@@ -211,38 +217,24 @@ class LinkIndex:
             return None
 
     def _bring_to(self, db: sqlite3.Connection, commit: str, reading: Reading | None = None) -> None:
-        """Bring the index to ``commit``. A read (``reading``) gets ``FarBehind`` instead when a child
-        brings the index forward already or more than ``READ_CHANGES`` files changed (both found before
-        taking the write lock, so a read never waits for a long update under way), or once the changed
-        pages take in over its bytes."""
-        old = _indexed(db)
-        if old == commit:
-            return
-        if reading is not None:
-            if catching_up(self.repo):
-                raise FarBehind("the index is being brought forward in the background")
-            if len(self._changes(old, commit, READ_CHANGES + 1)) > READ_CHANGES:
-                raise FarBehind(f"over {READ_CHANGES} files changed since {old}")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            old = _indexed(db)
-            if old != commit:
-                if old is None:
-                    db.execute("DELETE FROM links")
-                    db.execute("DELETE FROM files")
-                self._apply(db, self._changes(old, commit), reading)
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        """Bring the index to ``commit`` (``textindex.advance``; a read is refused while a child process
+        brings it forward), charging the changed pages to a read's budget."""
+        advance(
+            db,
+            commit,
+            ("links", "files"),
+            lambda old: self._changes(old, commit),
+            lambda changes: self._apply(db, changes, reading),
+            reading,
+            lambda: catching_up(self.repo),
+        )
 
-    def _changes(self, old: str | None, commit: str, most: int | None = None) -> list[tuple[str, str | None]]:
-        """The files changed from ``old`` (None: nothing) to ``commit``, the first ``most`` of them."""
+    def _changes(self, old: str | None, commit: str) -> Iterator[tuple[str, str | None]]:
+        """The files changed from ``old`` (None: nothing) to ``commit``."""
         if old is not None and not self.repo.has_object(old):
             raise Untrusted(f"the indexed commit {old} is not in the repository")
         old_tree = self.repo.tree_of(old) if old is not None else None
-        return list(itertools.islice(_changed(self.repo, old_tree, self.repo.tree_of(commit)), most))
+        return _changed(self.repo, old_tree, self.repo.tree_of(commit))
 
     def _apply(
         self, db: sqlite3.Connection, changes: Iterable[tuple[str, str | None]], reading: Reading | None

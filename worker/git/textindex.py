@@ -37,7 +37,7 @@ import hashlib
 import itertools
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -262,30 +262,17 @@ class TextIndex:
                 self._building.start()
 
     def _bring_to(self, db: sqlite3.Connection, commit: str, reading: Reading | None = None) -> None:
-        """Bring the index to ``commit``. A read (``reading``) gets ``FarBehind`` instead when an update
-        runs in the background or more than ``READ_CHANGES`` files changed (both found before taking the
-        write lock, so it never waits for a long update), or once the changes take in over its bytes."""
-        old = _indexed(db)
-        if old == commit:
-            return
-        if reading is not None:
-            if self.updating():
-                raise FarBehind("the index is being brought forward in the background")
-            if len(list(itertools.islice(self._changes(old, commit), READ_CHANGES + 1))) > READ_CHANGES:
-                raise FarBehind(f"over {READ_CHANGES} files changed since {old}")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            old = _indexed(db)
-            if old != commit:
-                if old is None:
-                    db.execute("DELETE FROM pages")
-                    db.execute("DELETE FROM files")
-                self._apply(db, self._changes(old, commit), reading)
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        """Bring the index to ``commit`` (``advance``; a read is refused while an update runs in the
+        background)."""
+        advance(
+            db,
+            commit,
+            ("pages", "files"),
+            lambda old: self._changes(old, commit),
+            lambda changes: self._apply(db, changes, reading),
+            reading,
+            self.updating,
+        )
 
     def _changes(self, old: str | None, commit: str) -> Iterator[tuple[str, str | None]]:
         old_tree = self.repo.tree_of(old) if old is not None else None
@@ -327,6 +314,43 @@ class TextIndex:
                     reading.spend.check(reading.where)
         finally:
             blobs.close()
+
+
+def advance(
+    db: sqlite3.Connection,
+    commit: str,
+    tables: tuple[str, ...],
+    changes: Callable[[str | None], Iterable[tuple[str, str | None]]],
+    apply: Callable[[Iterable[tuple[str, str | None]]], None],
+    reading: Reading | None,
+    busy: Callable[[], bool],
+) -> None:
+    """Bring an index (the text index's or the link index's) from the commit it holds to ``commit``:
+    ``apply`` the files ``changes(old)`` names (``tables`` emptied first when it holds none), in one
+    write transaction that re-reads where the index stands. A read (``reading``) gets ``FarBehind``
+    instead when ``busy()`` (an update under way elsewhere) or more than ``READ_CHANGES`` files changed,
+    both found before taking the write lock, so a read never waits for a long update."""
+    old = _indexed(db)
+    if old == commit:
+        return
+    if reading is not None:
+        if busy():
+            raise FarBehind("the index is being brought forward in the background")
+        if len(list(itertools.islice(changes(old), READ_CHANGES + 1))) > READ_CHANGES:
+            raise FarBehind(f"over {READ_CHANGES} files changed since {old}")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        old = _indexed(db)
+        if old != commit:
+            if old is None:
+                for table in tables:
+                    db.execute(f"DELETE FROM {table}")
+            apply(changes(old))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('commit', ?)", (commit,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _indexed(db: sqlite3.Connection) -> str | None:
