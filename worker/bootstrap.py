@@ -28,10 +28,10 @@ from redis.exceptions import RedisError
 
 from worker.git import GitStore
 from worker.git.remote import RemoteRegistry
-from worker.jobs.queue import client, reply_timeout
-from worker.jobs.records import JobStore
+from worker.jobs.connection import client, reply_timeout
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.resources import Resources
+from worker.jobs.store import JobStore
 from worker.jobs.wikis import Wikis
 from worker.settings import Settings
 from worker.telemetry.metrics import RECORDER

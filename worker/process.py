@@ -35,14 +35,7 @@ from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import JobContext
 from worker.jobs.leases import GRANT, RELEASE, RENEW, Grant, Lease, Release, Renew
 from worker.jobs.payloads import dumps, loads
-from worker.jobs.queue import (
-    ARQ_MAX_TRIES,
-    WORKERS,
-    bell_key,
-    epoch_key,
-    lease_key,
-    ring,
-)
+from worker.jobs.queue import ARQ_MAX_TRIES, ring
 from worker.jobs.resources import Resources
 from worker.settings import Settings
 from worker.tasks import cancel_and_wait
@@ -138,7 +131,7 @@ class WorkerProcess:
             await asyncio.gather(*self.releasing.values(), return_exceptions=True)
             await cancel_and_wait(leases)
             with contextlib.suppress(RedisError):
-                await self.redis.zrem(WORKERS, self.id)
+                await self.redis.zrem(keys.WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
             deliveries += [] if taker is None else list(taker.tasks)
             if deliveries:  # let deliveries in flight finish (bounded)
@@ -161,12 +154,12 @@ class WorkerProcess:
     async def _tend_leases(self) -> None:
         now = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(WORKERS, {self.id: now})
-            pipe.zremrangebyscore(WORKERS, "-inf", now - self.lease_ms)
-            pipe.zcard(WORKERS)
+            pipe.zadd(keys.WORKERS, {self.id: now})
+            pipe.zremrangebyscore(keys.WORKERS, "-inf", now - self.lease_ms)
+            pipe.zcard(keys.WORKERS)
             *_, live = await pipe.execute()
         for partition in [*self.runners, *self.releasing]:
-            kept = await RENEW.run(self.redis, Renew(lease_key(partition), self.id, self.lease_ms))
+            kept = await RENEW.run(self.redis, Renew(keys.lease(partition), self.id, self.lease_ms))
             if kept:
                 continue
             runner = self.runners.pop(partition, None)
@@ -189,7 +182,7 @@ class WorkerProcess:
             for partition in free:
                 if len(self.runners) >= target:
                     break
-                grant = Grant(lease_key(partition), epoch_key(partition), self.id, self.lease_ms)
+                grant = Grant(keys.lease(partition), keys.lease_epoch(partition), self.id, self.lease_ms)
                 epoch = int(await GRANT.run(self.redis, grant))
                 if epoch:
                     lease = Lease(partition, epoch)
@@ -220,7 +213,7 @@ class WorkerProcess:
         partition's doorbell, so that the next owner looks at once."""
         await runner.stop()
         with contextlib.suppress(RedisError):
-            await RELEASE.run(self.redis, Release(lease_key(partition), self.id))
+            await RELEASE.run(self.redis, Release(keys.lease(partition), self.id))
             await ring(self.redis, partition)
 
     async def _bell_loop(self) -> None:
@@ -228,9 +221,9 @@ class WorkerProcess:
             if not self.runners:
                 await asyncio.sleep(0.2)  # no partition yet: the lease loop is acquiring
                 continue
-            keys = [bell_key(p) for p in self.runners]
+            bells = [keys.bell(p) for p in self.runners]
             try:
-                popped = await cast(Awaitable[Any], self.bell_redis.blpop(keys, timeout=1))
+                popped = await cast(Awaitable[Any], self.bell_redis.blpop(bells, timeout=1))
             except RedisError as exc:
                 log.warning("doorbell: Redis unavailable (%s)", exc)
                 await asyncio.sleep(0.5)  # back off while Redis is away

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from worker import keys
 from worker.git.remote import RemoteError, RemoteRegistry, remote_head
-from worker.jobs.queue import WORKERS, client, lease_key, queue_name
+from worker.jobs.connection import client
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.storage import free_bytes, human
 from worker.settings import Settings, redacted_url
@@ -203,10 +203,10 @@ async def _check_partitions(settings: Settings, redis: Redis) -> list[Finding]:
     lease_ms = int(settings.lease_seconds * 1000)
     count = settings.partitions
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.zrangebyscore(WORKERS, now_ms - lease_ms, "+inf")
+        pipe.zrangebyscore(keys.WORKERS, now_ms - lease_ms, "+inf")
         for partition in range(count):
-            pipe.get(lease_key(partition))
-            pipe.zcard(queue_name(partition))
+            pipe.get(keys.lease(partition))
+            pipe.zcard(keys.queue(partition))
         replies = await pipe.execute()
     live = {_text(w) for w in replies[0]}
     owners = [_text(o) if o is not None else None for o in replies[1::2]]

@@ -26,8 +26,7 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
 from api.server.deps import Svc
-from worker.jobs.queue import WORKERS, lease_key, queue_name
-from worker.keys import WEBHOOK_QUEUE, outbox
+from worker import keys
 from worker.settings import Settings
 from worker.telemetry.metrics import COUNTERS, HISTOGRAMS, KEY, bound_text, parse_field
 
@@ -60,15 +59,15 @@ async def read_snapshot(settings: Settings, redis: Redis) -> Snapshot:
     count = settings.partitions
     async with redis.pipeline(transaction=False) as pipe:
         pipe.hgetall(KEY)
-        pipe.zrangebyscore(WORKERS, now_ms - int(settings.lease_seconds * 1000), "+inf")
-        pipe.zcount(WEBHOOK_QUEUE, "-inf", now_ms)
-        pipe.zcard(WEBHOOK_QUEUE)
+        pipe.zrangebyscore(keys.WORKERS, now_ms - int(settings.lease_seconds * 1000), "+inf")
+        pipe.zcount(keys.WEBHOOK_QUEUE, "-inf", now_ms)
+        pipe.zcard(keys.WEBHOOK_QUEUE)
         for partition in range(count):
-            pipe.xlen(outbox(partition))
+            pipe.xlen(keys.outbox(partition))
         for partition in range(count):
-            pipe.zcard(queue_name(partition))
-            pipe.zrange(queue_name(partition), 0, 0, withscores=True)
-            pipe.get(lease_key(partition))
+            pipe.zcard(keys.queue(partition))
+            pipe.zrange(keys.queue(partition), 0, 0, withscores=True)
+            pipe.get(keys.lease(partition))
         replies = await pipe.execute()
     stored, live, due, total = replies[:4]
     rest = replies[4 + count :]

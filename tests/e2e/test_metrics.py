@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.receiver import running_receiver
 from tests.e2e.service import Service
-from worker.jobs.records import partition_of
+from worker.jobs.ids import partition_of
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -13,7 +13,7 @@ from tests.e2e.proxy import FreezableProxy
 from tests.e2e.service import Service
 
 ACCEPT_TIMEOUT = 1.0  # WIKIQ_ACCEPT_TIMEOUT_SECONDS: the API's Redis replies are bounded 0.5 s past it
-REPLY_BOUND = ACCEPT_TIMEOUT + 0.5  # worker.jobs.queue.reply_timeout
+REPLY_BOUND = ACCEPT_TIMEOUT + 0.5  # worker.jobs.connection.reply_timeout
 # /readyz answers within its own 1 s; a submission or a read within one reply bound (what a submission may
 # have stored is taken back in the background; a new connection sends nothing before its command). Each
 # client bound adds a second of slack for a loaded machine; a hang is

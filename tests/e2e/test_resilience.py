@@ -16,7 +16,7 @@ import httpx
 import redis
 
 from tests.e2e.service import Service
-from worker.jobs.records import partition_of
+from worker.jobs.ids import partition_of
 
 
 def _git(service: Service, wiki: str, *args: str) -> str:

@@ -40,7 +40,7 @@ from redis import Redis
 
 from tests.e2e.sentinel import MASTER, Sentinels
 from tests.e2e.service import Service
-from worker.jobs.queue import WORKERS, lease_key
+from worker import keys
 from worker.redis_server import RedisServer
 
 BATCHES = 200
@@ -144,8 +144,8 @@ def _wait_for_workers(primary: RedisServer, workers: int, partitions: int, timeo
     deadline = time.monotonic() + timeout
     try:
         while True:
-            live = int(client.zcard(WORKERS))  # type: ignore[arg-type]
-            leased = sum(client.exists(lease_key(p)) for p in range(partitions))  # type: ignore[misc]
+            live = int(client.zcard(keys.WORKERS))  # type: ignore[arg-type]
+            leased = sum(client.exists(keys.lease(p)) for p in range(partitions))  # type: ignore[misc]
             if live >= workers and leased == partitions:
                 return
             assert time.monotonic() < deadline, f"{live} workers, {leased} leases"

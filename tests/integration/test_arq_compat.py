@@ -10,8 +10,8 @@ from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.worker import Worker, func
 
 from worker.jobs.arq_compat import job_entry, job_keys, poll_once
+from worker.jobs.connection import connect
 from worker.jobs.payloads import dumps, loads
-from worker.jobs.queue import connect
 from worker.redis_server import RedisServer
 
 

@@ -12,7 +12,7 @@ from tests.integration.remote.repos import git
 from worker.engine import preflight
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.commits import job_proof
-from worker.jobs.records import JobRecord
+from worker.jobs.record import JobRecord
 from worker.schema.answers import Author
 from worker.schema.edits import Create
 

@@ -13,12 +13,14 @@ from worker import keys
 from worker.bootstrap import build
 from worker.errors import Fenced
 from worker.git import GitStore
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
 from worker.jobs.context import JobContext
 from worker.jobs.leases import GRANT, Grant, Lease
 from worker.jobs.lifecycle import finish
-from worker.jobs.queue import connect, queue_name
-from worker.jobs.records import BatchSummary, Finishing, JobRecord, JobStore, now_ms
+from worker.jobs.record import BatchSummary, JobRecord
 from worker.jobs.run import apply_batch
+from worker.jobs.store import Finishing, JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, JobResult
 from worker.schema.edits import Batch
@@ -30,7 +32,7 @@ PARTITION = 731  # a partition no other test uses
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[ArqRedis]:
     client = await connect(redis_server.url)
-    await client.delete(keys.lease(PARTITION), keys.lease_epoch(PARTITION), queue_name(PARTITION))
+    await client.delete(keys.lease(PARTITION), keys.lease_epoch(PARTITION), keys.queue(PARTITION))
     yield client
     await client.aclose()
 
@@ -78,7 +80,7 @@ async def test_a_stale_epoch_records_nothing_and_takes_nothing_off_the_queue(
     jobs = JobStore(redis, 600)
     old = Lease(PARTITION, await _grant(redis, "worker-a"))
     record = await _queued(jobs, "fence-1", "fence-wiki", None)
-    await redis.zadd(queue_name(PARTITION), {record.job_id: now_ms()})
+    await redis.zadd(keys.queue(PARTITION), {record.job_id: now_ms()})
     running, stored = await jobs.update_stored(record.job_id, lambda r: _running(r), old)
     assert running is not None and stored is not None and running.status == "running"
     await redis.delete(keys.lease(PARTITION))
@@ -87,20 +89,20 @@ async def test_a_stale_epoch_records_nothing_and_takes_nothing_off_the_queue(
 
     done = finish(JobResult(commit="0" * 40, applied=[]), None)(running.model_copy())
     assert done is not None
-    item = Finishing(running, stored, done, queue_name(PARTITION), dequeue=True)
+    item = Finishing(running, stored, done, keys.queue(PARTITION), dequeue=True)
     with pytest.raises(Fenced):
         await jobs.finish_many([item], old)
     with pytest.raises(Fenced):
         await jobs.update(record.job_id, finish(JobResult(commit="0" * 40, applied=[]), None), old)
     with pytest.raises(Fenced):
         await jobs.swap_many([(record.job_id, stored, stored.replace(b"running", b"queued"))], old, PARTITION)
-    assert await redis.get(jobs.key(record.job_id)) == stored  # not a byte changed
-    assert await redis.zscore(queue_name(PARTITION), record.job_id) is not None  # still queued
+    assert await redis.get(keys.job(record.job_id)) == stored  # not a byte changed
+    assert await redis.zscore(keys.queue(PARTITION), record.job_id) is not None  # still queued
 
     assert await jobs.finish_many([item], new) == ([True], [])
     after = await jobs.get(record.job_id)
     assert after is not None and after.status == "succeeded"
-    assert await redis.zscore(queue_name(PARTITION), record.job_id) is None
+    assert await redis.zscore(keys.queue(PARTITION), record.job_id) is None
 
 
 def _running(record: JobRecord) -> JobRecord:
@@ -120,7 +122,7 @@ async def test_a_fenced_run_of_apply_batch_retries_having_changed_nothing(
     await redis.delete(keys.lease(PARTITION))
     await _grant(redis, "worker-b")
     record = await _queued(jobs, "fence-2", "fence-apply", base)
-    before = await redis.get(jobs.key(record.job_id))
+    before = await redis.get(keys.job(record.job_id))
     settings = Settings(redis_url="redis://unused", data_dir=data_dir)
     ctx: JobContext = {
         "resources": build(settings, redis, store=store, jobs=jobs),
@@ -130,7 +132,7 @@ async def test_a_fenced_run_of_apply_batch_retries_having_changed_nothing(
     }
     with pytest.raises(Retry):
         await apply_batch(ctx, record.job_id)
-    assert await redis.get(jobs.key(record.job_id)) == before
+    assert await redis.get(keys.job(record.job_id)) == before
     assert store.open("fence-apply").head() == base
     assert old.lost.is_set()
     store.close()
@@ -147,7 +149,7 @@ async def test_a_run_whose_lease_is_known_lost_records_nothing_even_at_the_curre
     lease = Lease(PARTITION, await _grant(redis, "worker-a"))
     lease.lost.set()
     record = await _queued(jobs, "fence-3", "fence-lost", base)
-    before = await redis.get(jobs.key(record.job_id))
+    before = await redis.get(keys.job(record.job_id))
     settings = Settings(redis_url="redis://unused", data_dir=data_dir)
     ctx: JobContext = {
         "resources": build(settings, redis, store=store, jobs=jobs),
@@ -157,6 +159,6 @@ async def test_a_run_whose_lease_is_known_lost_records_nothing_even_at_the_curre
     }
     with pytest.raises(Retry):
         await apply_batch(ctx, record.job_id)
-    assert await redis.get(jobs.key(record.job_id)) == before
+    assert await redis.get(keys.job(record.job_id)) == before
     assert store.open("fence-lost").head() == base
     store.close()

@@ -10,30 +10,24 @@ from arq.connections import ArqRedis
 
 from worker import keys
 from worker.jobs import lifecycle
-from worker.jobs.queue import connect, queue_name
-from worker.jobs.records import (
-    BatchSummary,
-    Finishing,
-    JobRecord,
-    JobStore,
-    OutboxEntry,
-    WebhookDelivery,
-    now_ms,
-)
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
+from worker.jobs.handover import OutboxEntry
+from worker.jobs.record import BatchSummary, JobRecord, WebhookDelivery
+from worker.jobs.store import Finishing, JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, JobResult
 from worker.schema.edits import Batch
 
 PARTITION = 734  # a partition no other test uses
-GROUP = keys.OUTBOX_GROUP
 
 
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[ArqRedis]:
     client = await connect(redis_server.url)
-    await client.delete(keys.outbox(PARTITION), queue_name(PARTITION))
+    await client.delete(keys.outbox(PARTITION), keys.queue(PARTITION))
     yield client
-    await client.delete(keys.outbox(PARTITION), queue_name(PARTITION))
+    await client.delete(keys.outbox(PARTITION), keys.queue(PARTITION))
     await client.aclose()
 
 
@@ -61,7 +55,7 @@ async def _running(jobs: JobStore, job_id: str, webhook: bool) -> tuple[JobRecor
 def _finishing(record: JobRecord, stored: bytes) -> Finishing:
     done = lifecycle.finish(JobResult(commit="0" * 40, applied=[]), None)(record.model_copy())
     assert done is not None
-    return Finishing(record, stored, done, queue_name(PARTITION), dequeue=False)
+    return Finishing(record, stored, done, keys.queue(PARTITION), dequeue=False)
 
 
 async def test_a_finish_takes_its_webhooks_entries_for_its_taker_and_no_one_else(redis: ArqRedis) -> None:
@@ -74,11 +68,11 @@ async def test_a_finish_takes_its_webhooks_entries_for_its_taker_and_no_one_else
     assert [(entry.job_id, entry.round) for entry in taken] == [("takes-0", 0), ("takes-2", 0)]
     assert all(isinstance(entry, OutboxEntry) and entry.entry_id for entry in taken)
     assert {entry.stream for entry in taken} == {keys.outbox(PARTITION)}
-    pending = await redis.xpending_range(keys.outbox(PARTITION), GROUP, "-", "+", 10)
+    pending = await redis.xpending_range(keys.outbox(PARTITION), keys.OUTBOX_GROUP, "-", "+", 10)
     assert [(p["message_id"], p["consumer"]) for p in pending] == [
         (entry.entry_id, b"worker:a") for entry in taken
     ]
-    other = await redis.xreadgroup(GROUP, "webhooks:b", {keys.outbox(PARTITION): ">"}, count=10)
+    other = await redis.xreadgroup(keys.OUTBOX_GROUP, "webhooks:b", {keys.outbox(PARTITION): ">"}, count=10)
     assert not other or not other[0][1]
 
 
@@ -87,9 +81,9 @@ async def test_without_a_taker_the_entries_wait_for_any(redis: ArqRedis) -> None
     waits in the outbox for whichever taker reads it."""
     jobs = JobStore(redis, 600)
     record, stored = await _running(jobs, "takes-none", webhook=True)
-    await redis.xgroup_create(keys.outbox(PARTITION), GROUP, id="0", mkstream=True)
+    await redis.xgroup_create(keys.outbox(PARTITION), keys.OUTBOX_GROUP, id="0", mkstream=True)
     done, taken = await jobs.finish_many([_finishing(record, stored)])
     assert (done, taken) == ([True], [])
-    other = await redis.xreadgroup(GROUP, "webhooks:b", {keys.outbox(PARTITION): ">"}, count=10)
+    other = await redis.xreadgroup(keys.OUTBOX_GROUP, "webhooks:b", {keys.outbox(PARTITION): ">"}, count=10)
     [(_, entries)] = other
     assert [fields[b"job"] for _, fields in entries] == [b"takes-none"]

@@ -15,16 +15,19 @@ from typing import Any
 import pytest
 from arq import Retry
 
+from worker import keys
 from worker.bootstrap import build
 from worker.git import GitStore, WikiRepo
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
 from worker.jobs.context import JobContext
 from worker.jobs.finish import finish
 from worker.jobs.leases import Lease
 from worker.jobs.lifecycle import start
 from worker.jobs.pipeline import Decided, Member
-from worker.jobs.queue import connect
-from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.record import BatchSummary, JobRecord
 from worker.jobs.run import apply_batch
+from worker.jobs.store import JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, ErrorInfo
 from worker.schema.edits import Batch
@@ -163,12 +166,12 @@ async def test_a_job_whose_lease_is_lost_mid_run_records_nothing(
         ctx: JobContext = {**blocked.ctx, "lease": lease}
         job = asyncio.create_task(apply_batch(ctx, blocked.job_id))
         await asyncio.wait_for(blocked.executor.started.wait(), 10)
-        started = await blocked.jobs.redis.get(blocked.jobs.key(blocked.job_id))
+        started = await blocked.jobs.redis.get(keys.job(blocked.job_id))
         lease.lost.set()  # what the lease loop does when the renewal fails
         blocked.lock.unlink()  # the other writer is done
         with pytest.raises(Retry):
             await asyncio.wait_for(job, 30)
-        assert await blocked.jobs.redis.get(blocked.jobs.key(blocked.job_id)) == started
+        assert await blocked.jobs.redis.get(keys.job(blocked.job_id)) == started
         record = await blocked.jobs.get(blocked.job_id)
         assert record is not None and record.status == "running" and record.runs == 1
         assert record.result is None

@@ -5,8 +5,11 @@ from __future__ import annotations
 import uuid
 
 from worker import keys
-from worker.jobs.queue import ACCEPTED, accept_job, connect
-from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
+from worker.jobs.queue import ACCEPTED, accept_job
+from worker.jobs.record import BatchSummary, JobRecord
+from worker.jobs.store import JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author
 

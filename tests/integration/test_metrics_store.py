@@ -16,9 +16,11 @@ from api.server.metrics import Snapshot, SnapshotCollector
 from worker.engine import preflight
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.repo import CommitGroup
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
 from worker.jobs.pipeline import Member, run
-from worker.jobs.queue import connect
-from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.record import BatchSummary, JobRecord
+from worker.jobs.store import JobStore
 from worker.jobs.targets import LocalTarget
 from worker.redis_server import RedisServer, free_port
 from worker.schema.answers import Author

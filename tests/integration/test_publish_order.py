@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from worker import keys
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
 from worker.jobs.pipeline import claim
-from worker.jobs.queue import connect, queue_name
-from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.record import BatchSummary, JobRecord
+from worker.jobs.store import JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author
 from worker.schema.edits import Batch
@@ -42,10 +45,10 @@ async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer
     records = [_record("order-1", "running", now), _record("order-2", "running", now + 1)]
     records.append(_record("order-3", "queued", now + 2))
     try:
-        await redis.delete(queue_name(PARTITION))
+        await redis.delete(keys.queue(PARTITION))
         for n, record in enumerate(records):
             await jobs.create(record)
-            await redis.zadd(queue_name(PARTITION), {record.job_id: now + n})
+            await redis.zadd(keys.queue(PARTITION), {record.job_id: now + n})
         claimed = await claim(jobs, records[0], limit=8)
         assert claimed == []
         third = await jobs.get("order-3")
@@ -57,7 +60,7 @@ async def test_a_follower_left_running_stops_the_claim(redis_server: RedisServer
     finally:
         for record in records:
             await jobs.delete(record.job_id, record.wiki)
-        await redis.delete(queue_name(PARTITION))
+        await redis.delete(keys.queue(PARTITION))
         await redis.aclose()
 
 
@@ -71,10 +74,10 @@ async def test_a_job_ahead_of_the_head_is_not_taken_along(redis_server: RedisSer
     records = [_record("ahead-1", "queued", now), _record("ahead-2", "running", now + 1)]
     records.append(_record("ahead-3", "queued", now + 2))
     try:
-        await redis.delete(queue_name(PARTITION))
+        await redis.delete(keys.queue(PARTITION))
         for n, record in enumerate(records):
             await jobs.create(record)
-            await redis.zadd(queue_name(PARTITION), {record.job_id: now + n})
+            await redis.zadd(keys.queue(PARTITION), {record.job_id: now + n})
         claimed = await claim(jobs, records[1], limit=8)
         assert [m.job_id for m in claimed] == ["ahead-3"]
         first = await jobs.get("ahead-1")
@@ -82,5 +85,5 @@ async def test_a_job_ahead_of_the_head_is_not_taken_along(redis_server: RedisSer
     finally:
         for record in records:
             await jobs.delete(record.job_id, record.wiki)
-        await redis.delete(queue_name(PARTITION))
+        await redis.delete(keys.queue(PARTITION))
         await redis.aclose()

@@ -15,11 +15,14 @@ from worker.git import GitStore
 from worker.git.remote import Remote
 from worker.git.remote.registry import RemoteRegistry
 from worker.jobs.arq_compat import job_keys
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
 from worker.jobs.consumer import PartitionRunner
-from worker.jobs.queue import connect, enqueue_batch, lease_key, queue_name
-from worker.jobs.records import BatchSummary, JobRecord, JobStore, now_ms
+from worker.jobs.queue import enqueue_batch
+from worker.jobs.record import BatchSummary, JobRecord
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.resources import Resources
+from worker.jobs.store import JobStore
 from worker.jobs.wikis import Wikis
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author
@@ -73,7 +76,7 @@ async def test_a_stop_during_a_remote_wait_gives_the_group_back(
     try:
         await wikis.attach(WIKI, "docs")
         refuse_pushes(served, times=REFUSALS)
-        await redis.set(lease_key(PARTITION), OWNER)
+        await redis.set(keys.lease(PARTITION), OWNER)
         for record in records:
             await jobs.create(record)
             assert await enqueue_batch(redis, record.job_id, PARTITION, expires_s=600)
@@ -90,7 +93,7 @@ async def test_a_stop_during_a_remote_wait_gives_the_group_back(
             assert (stored.status, stored.runs) == ("queued", 1), (record.job_id, stored.status, stored.runs)
         entry, _, marker, _ = job_keys(records[0].job_id)
         assert await redis.exists(entry) and not await redis.exists(marker)
-        queued = [raw.decode() for raw in await redis.zrange(queue_name(PARTITION), 0, -1)]
+        queued = [raw.decode() for raw in await redis.zrange(keys.queue(PARTITION), 0, -1)]
         assert queued == [record.job_id for record in records]
     finally:
         for task in list(runner.worker.tasks.values()):
@@ -98,7 +101,7 @@ async def test_a_stop_during_a_remote_wait_gives_the_group_back(
         for record in records:
             await jobs.delete(record.job_id, record.wiki)
             await redis.delete(*job_keys(record.job_id))
-        await redis.delete(queue_name(PARTITION), lease_key(PARTITION))
+        await redis.delete(keys.queue(PARTITION), keys.lease(PARTITION))
         await redis.hdel(keys.WIKIS, WIKI)
         await redis.hdel(keys.WIKI_HEADS, WIKI)
         store.close()

@@ -8,10 +8,12 @@ from pathlib import Path
 from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 
+from worker import keys
 from worker.bootstrap import build
+from worker.jobs.connection import connect
 from worker.jobs.consumer import PartitionRunner
-from worker.jobs.queue import connect, enqueue_batch, lease_key, queue_name
-from worker.jobs.records import JobStore
+from worker.jobs.queue import enqueue_batch
+from worker.jobs.store import JobStore
 from worker.jobs.waiters import Waiters
 from worker.redis_server import RedisServer
 from worker.settings import Settings
@@ -58,20 +60,20 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
     markers = [in_progress_key_prefix + job for job in ("j1", "j2")]
     elsewhere = in_progress_key_prefix + "j-other-queue"
     try:
-        await redis.zadd(queue_name(partition), {"j1": 1, "j2": 2})
+        await redis.zadd(keys.queue(partition), {"j1": 1, "j2": 2})
         for key in [*markers, elsewhere]:
             await redis.set(key, b"1", px=600_000)
 
-        await redis.set(lease_key(partition), "worker-b")
+        await redis.set(keys.lease(partition), "worker-b")
         assert await runner._clear_stale_runs() == -1
         assert await redis.exists(*markers) == 2
 
-        await redis.set(lease_key(partition), "worker-a")
+        await redis.set(keys.lease(partition), "worker-a")
         assert await runner._clear_stale_runs() == 2
         assert await redis.exists(*markers) == 0
         assert await redis.exists(elsewhere) == 1  # another queue's job is not ours to touch
     finally:
-        await redis.delete(queue_name(partition), lease_key(partition), *markers, elsewhere)
+        await redis.delete(keys.queue(partition), keys.lease(partition), *markers, elsewhere)
         resources.store.close()
         await redis.aclose()
 
@@ -79,7 +81,7 @@ async def test_stale_in_progress_markers_are_cleared_only_under_our_lease(
 async def _left_queue(redis: Redis, partition: int, job_id: str, timeout: float) -> bool:
     """Whether ``job_id`` left ``partition``'s queue (arq ran it) within ``timeout`` seconds: re-checked on
     each change of the queue, announced by Redis' keyspace notifications."""
-    key = queue_name(partition)
+    key = keys.queue(partition)
     await redis.config_set("notify-keyspace-events", "Kz")
     pubsub = redis.pubsub()
     await pubsub.subscribe(f"__keyspace@0__:{key}")  # before the first look: no change is missed
@@ -107,7 +109,7 @@ async def test_a_marker_set_after_we_took_the_lease_does_not_hold_its_job(
     runner = PartitionRunner(partition, resources, owner="worker-a")
     stale = in_progress_key_prefix + "j-stale"
     try:
-        await redis.set(lease_key(partition), "worker-a")
+        await redis.set(keys.lease(partition), "worker-a")
         runner.start()
         assert await enqueue_batch(redis, "j-first", partition, expires_s=60)
         runner.wake.set()
@@ -120,6 +122,6 @@ async def test_a_marker_set_after_we_took_the_lease_does_not_hold_its_job(
         assert not await redis.exists(stale)
     finally:
         await runner.stop(grace=5)
-        await redis.delete(queue_name(partition), lease_key(partition), stale)
+        await redis.delete(keys.queue(partition), keys.lease(partition), stale)
         resources.store.close()
         await redis.aclose()

@@ -12,17 +12,11 @@ from arq.connections import ArqRedis
 
 from worker import keys
 from worker.jobs import lifecycle
-from worker.jobs.queue import connect, queue_name
-from worker.jobs.records import (
-    RECORD_OVERHEAD,
-    SUMMARY_MESSAGE_CHARS,
-    SUMMARY_PATH_BYTES,
-    BatchSummary,
-    Finishing,
-    JobRecord,
-    JobStore,
-    now_ms,
-)
+from worker.jobs.clock import now_ms
+from worker.jobs.connection import connect
+from worker.jobs.record import SUMMARY_MESSAGE_CHARS, SUMMARY_PATH_BYTES, BatchSummary, JobRecord
+from worker.jobs.retention import RECORD_OVERHEAD
+from worker.jobs.store import Finishing, JobStore
 from worker.redis_server import RedisServer
 from worker.schema.answers import Author, ErrorInfo, JobResult
 from worker.schema.edits import Batch
@@ -76,7 +70,7 @@ async def _fail(jobs: JobStore, submitter: str, wiki: str, *, dry_run: bool = Fa
     error = ErrorInfo(code="NOT_FOUND", message="'wiki/x.md' does not exist", index=0)
     done = lifecycle.finish(None, error)(record.model_copy())
     assert done is not None
-    finished, _ = await jobs.finish_many([Finishing(record, stored, done, queue_name(PARTITION), False)])
+    finished, _ = await jobs.finish_many([Finishing(record, stored, done, keys.queue(PARTITION), False)])
     assert finished == [True]
     return record.job_id
 
@@ -104,12 +98,12 @@ async def test_the_oldest_records_go_first_and_others_stay(redis: ArqRedis) -> N
     wiki = f"kept-{uuid.uuid4().hex[:8]}"
     carols = await _fail(jobs, carol, wiki)
     daves = [await _fail(jobs, dave, wiki) for _ in range(40)]
-    size = len(await redis.get(jobs.key(daves[-1]))) + RECORD_OVERHEAD
+    size = len(await redis.get(keys.job(daves[-1]))) + RECORD_OVERHEAD
     assert 0 < await _held(redis, dave) <= CAP
-    kept = [j for j in daves if await redis.exists(jobs.key(j))]
+    kept = [j for j in daves if await redis.exists(keys.job(j))]
     assert kept == daves[-len(kept) :] and len(kept) == CAP // size
     assert await _held(redis, dave) == len(kept) * size
-    indexed = {i.decode() for i in await redis.zrange(jobs.wiki_index(wiki), 0, -1)}
+    indexed = {i.decode() for i in await redis.zrange(keys.wiki_jobs(wiki), 0, -1)}
     assert indexed == {carols, *kept}
     assert await jobs.get(carols) is not None and await _held(redis, carol) > 0
 
@@ -130,8 +124,8 @@ async def test_a_record_that_grows_after_its_finish_counts_again(redis: ArqRedis
 
     after = await jobs.update(job_id, noted)
     assert after is not None
-    assert await _held(redis, dave) == len(await redis.get(jobs.key(job_id))) + RECORD_OVERHEAD
-    assert await _held(redis, dave) > held and not await redis.exists(jobs.key(first))
+    assert await _held(redis, dave) == len(await redis.get(keys.job(job_id))) + RECORD_OVERHEAD
+    assert await _held(redis, dave) > held and not await redis.exists(keys.job(first))
 
 
 async def test_dry_runs_and_a_cap_of_zero_count_nothing(redis: ArqRedis) -> None:
@@ -152,11 +146,11 @@ async def test_a_dropped_job_keeps_its_idempotency_key_bound(redis: ArqRedis) ->
     record, stored = await _running(jobs, dave, "idem")
     assert await jobs.claim_idempotency(scope, "k", "f" * 64, record.job_id) == (record.job_id, "f" * 64)
     record.idempotency_guard = keys.idempotency(scope, "k")
-    await redis.set(jobs.key(record.job_id), record.model_dump_json(exclude_defaults=True), keepttl=True)
-    stored = await redis.get(jobs.key(record.job_id))
+    await redis.set(keys.job(record.job_id), record.model_dump_json(exclude_defaults=True), keepttl=True)
+    stored = await redis.get(keys.job(record.job_id))
     done = lifecycle.finish(None, ErrorInfo(code="NOT_FOUND", message="gone", index=0))(record.model_copy())
     assert done is not None
-    assert (await jobs.finish_many([Finishing(record, stored, done, queue_name(PARTITION), False)]))[0] == [
+    assert (await jobs.finish_many([Finishing(record, stored, done, keys.queue(PARTITION), False)]))[0] == [
         True
     ]
     assert await jobs.dropped(scope, "k", record.job_id) is None  # kept: nothing to say

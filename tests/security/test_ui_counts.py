@@ -8,7 +8,7 @@ import re
 
 from tests.e2e.service import Service
 from tests.security.conftest import as_
-from worker.jobs.records import partition_of
+from worker.jobs.ids import partition_of
 
 
 def _neighbour(of: str, partitions: int) -> str:

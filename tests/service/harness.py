@@ -33,10 +33,11 @@ from redis.exceptions import RedisError
 from api.server.app import create_app
 from tests.e2e.service import Service
 from tests.gitutil import blob_id
+from worker import keys
 from worker.bootstrap import bootstrap, doorbells
+from worker.jobs.connection import connect
 from worker.jobs.consumer import PartitionRunner
 from worker.jobs.context import JobContext
-from worker.jobs.queue import bell_key, connect, lease_key
 from worker.jobs.resources import Resources
 from worker.redis_server import RedisServer
 from worker.settings import Settings
@@ -102,7 +103,7 @@ class InProcessWorker:
             self.bell_redis = await self.held.enter_async_context(doorbells(self.settings))
         resources = self.resources
         for partition in range(self.settings.partitions):
-            await resources.redis.set(lease_key(partition), OWNER)
+            await resources.redis.set(keys.lease(partition), OWNER)
             runner = PartitionRunner(partition, resources, OWNER)
             runner.start()
             self.runners[partition] = runner
@@ -110,7 +111,7 @@ class InProcessWorker:
 
     async def _ring_loop(self) -> None:
         assert self.bell_redis is not None
-        names = [bell_key(p) for p in self.runners]
+        names = [keys.bell(p) for p in self.runners]
         while True:
             try:
                 popped = await cast(Awaitable[Any], self.bell_redis.blpop(names, timeout=1))

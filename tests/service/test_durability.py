@@ -26,7 +26,7 @@ from tests.e2e.proxy import FreezableProxy
 from tests.service.harness import create, deployment, expect_error
 from worker import keys
 from worker.jobs.queue import ClaimLost, NotDurable, cancel_queued, confirm_on_replica
-from worker.jobs.records import JobStore
+from worker.jobs.store import JobStore
 from worker.redis_server import RedisServer
 from worker.schema.edits import Batch
 from worker.service.caller import SINGLE_USER_ID
@@ -284,7 +284,7 @@ async def test_a_key_whose_submission_died_before_its_record_is_taken_over(fresh
         scope = f"{SINGLE_USER_ID}\x00{wiki}"
         jobs = JobStore(dep.redis, 3600, 3600)
         assert await jobs.claim_idempotency(scope, "k", digest, "01PHANTOMJOB") == ("01PHANTOMJOB", digest)
-        table, total = jobs.queued_keys(SINGLE_USER_ID)  # the dead submission had claimed its bytes too
+        table, total = keys.queued(SINGLE_USER_ID)  # the dead submission had claimed its bytes too
         await dep.redis.hset(table, "01PHANTOMJOB", 1000)  # type: ignore[misc]
         await dep.redis.incrby(total, 1000)
         answer = await dep.submit(wiki, batch, headers={"Idempotency-Key": "k"})

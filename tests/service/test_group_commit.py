@@ -14,12 +14,13 @@ from typing import Any
 
 from tests.gitutil import blob_id
 from tests.service.harness import Deployment, create
+from worker import keys
 from worker.git import GitStore
 from worker.jobs.arq_compat import job_keys
+from worker.jobs.ids import partition_of
 from worker.jobs.pipeline import Member, run
 from worker.jobs.proofs import CommitKey
-from worker.jobs.queue import queue_name
-from worker.jobs.records import JobStore, partition_of
+from worker.jobs.store import JobStore
 from worker.jobs.targets import LocalTarget
 from worker.keys import outbox
 
@@ -103,7 +104,7 @@ async def test_followers_leave_arq_queue_and_have_their_webhook_queued(dep: Depl
     for job_id in ids:
         assert (await dep.wait(job_id))["status"] == "succeeded"
     partition = partition_of(wiki, dep.settings.partitions)
-    assert await dep.redis.zrange(queue_name(partition), 0, -1) == []
+    assert await dep.redis.zrange(keys.queue(partition), 0, -1) == []
     for job_id in ids:
         entry, _, in_progress, retry = job_keys(job_id)
         assert not await dep.redis.exists(entry, in_progress, retry)

@@ -471,9 +471,9 @@ async def test_a_redelivery_appends_its_round_to_the_outbox(
 async def test_the_outbox_is_trimmed_past_its_cap(dep: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no taker reading, a partition's outbox keeps about ``OUTBOX_CAP`` entries, dropping the oldest
     (``MAXLEN ~``: whole nodes of ``stream-node-max-entries`` entries, set to 1 here to see it exactly)."""
-    from worker.jobs import records
+    from worker.jobs import store
 
-    monkeypatch.setattr(records, "OUTBOX_CAP", 2)
+    monkeypatch.setattr(store, "OUTBOX_CAP", 2)
     before = await dep.redis.config_get("stream-node-max-entries")
     await dep.redis.config_set("stream-node-max-entries", 1)
     try:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from worker.jobs import lifecycle
-from worker.jobs.records import FINISHED, JobRecord
+from worker.jobs.record import FINISHED, JobRecord
 from worker.schema.answers import Author, ErrorInfo, JobResult
 
 RESULT = JobResult(commit="0" * 40, applied=[])

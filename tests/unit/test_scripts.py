@@ -12,7 +12,7 @@ import pytest
 
 import worker
 from tests.conftest import RedisServer
-from worker.jobs.queue import connect
+from worker.jobs.connection import connect
 from worker.jobs.scripts import Call, Script, arg, items, key, names
 
 

@@ -39,7 +39,7 @@ A check and a rename are two steps, so a writer paused exactly between them can 
 writer's lock over ``main``. That puts the *newer* writer's commit on ``main`` (the lock holds its id) and
 none of the stale writer's; the newer writer's own rename then fails and its job runs again, finding its
 commit by trailer. The stale writer cannot report its own commits as landed: every finish script refuses
-a run of an older epoch (``worker.jobs.records``), so what it believes is never recorded.
+a run of an older epoch (``worker.jobs.record_scripts``), so what it believes is never recorded.
 """
 
 from __future__ import annotations

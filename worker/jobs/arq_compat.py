@@ -18,6 +18,8 @@ from arq.jobs import serialize_job
 from arq.worker import Worker
 
 Serializer = Callable[[dict[str, Any]], bytes]
+# arq's in-progress marker of a job is this prefix and the job's id (a Lua script clears a queue's markers)
+IN_PROGRESS_PREFIX: str = in_progress_key_prefix
 
 
 async def poll_once(worker: Worker) -> None:

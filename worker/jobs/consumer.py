@@ -17,16 +17,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
-from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
-from worker.jobs.arq_compat import poll_once
+from worker import keys
+from worker.jobs.arq_compat import IN_PROGRESS_PREFIX, poll_once
+from worker.jobs.clock import now_ms
 from worker.jobs.context import JobContext
 from worker.jobs.leases import Lease
 from worker.jobs.payloads import dumps, loads
-from worker.jobs.queue import ARQ_MAX_TRIES, lease_key, queue_name
-from worker.jobs.records import now_ms
+from worker.jobs.queue import ARQ_MAX_TRIES
 from worker.jobs.resources import Resources
 from worker.jobs.run import apply_batch
 from worker.jobs.scripts import Call, Script, arg, key
@@ -89,7 +89,7 @@ class PartitionRunner:
         """A fresh arq ``Worker`` for this partition's queue, one job at a time."""
         return Worker(
             functions=[func(cast(Any, apply_batch), name="apply_batch", max_tries=ARQ_MAX_TRIES)],
-            queue_name=queue_name(self.partition),
+            queue_name=keys.queue(self.partition),
             redis_pool=self.redis,
             handle_signals=False,
             max_jobs=1,
@@ -127,7 +127,7 @@ class PartitionRunner:
         or -1 when the lease is no longer ours.
         """
         call = ClearStale(
-            lease_key(self.partition), queue_name(self.partition), self.owner, in_progress_key_prefix
+            keys.lease(self.partition), keys.queue(self.partition), self.owner, IN_PROGRESS_PREFIX
         )
         return int(await CLEAR_STALE.run(self.redis, call))
 
@@ -140,7 +140,7 @@ class PartitionRunner:
         a marker holds its job, and every job of its wiki behind it, until arq's in-progress timeout (the job
         timeout, plus the remote wait for remote-backed wikis: minutes); the next pass clears it instead.
         """
-        return bool(await self.redis.zcount(queue_name(self.partition), "-inf", now_ms()))
+        return bool(await self.redis.zcount(keys.queue(self.partition), "-inf", now_ms()))
 
     async def _run_jobs(self) -> bool:
         """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""

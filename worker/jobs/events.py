@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from worker.engine import Plan
-from worker.jobs.records import JobRecord
+from worker.jobs.record import JobRecord
 from worker.schema.answers import Attempt
 from worker.telemetry import logs
 from worker.telemetry.metrics import RECORDER

@@ -19,14 +19,16 @@ from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from worker import keys
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle
 from worker.jobs.context import JobContext
+from worker.jobs.handover import OutboxEntry
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided
-from worker.jobs.queue import queue_name
-from worker.jobs.records import Finishing, JobRecord, JobStore, OutboxEntry
+from worker.jobs.record import JobRecord
 from worker.jobs.resources import Resources
+from worker.jobs.store import Finishing, JobStore
 from worker.schema.answers import ErrorInfo, JobResult
 
 RECORD_PATIENCE = 30.0  # seconds a finished job waits for Redis to record its outcome before running again
@@ -56,7 +58,7 @@ async def finish(ctx: JobContext, resources: Resources, outcomes: list[Decided])
             # a shallow copy is enough: finishing only assigns fields of the record
             finished = lifecycle.finish(outcome.result, outcome.error)(member.record.model_copy())
             if finished is not None:
-                queue = queue_name(member.record.partition)
+                queue = keys.queue(member.record.partition)
                 item = Finishing(member.record, member.stored, finished, queue, member.follower)
                 batched.append((outcome, item))
     done, taken = await _finish_many(ctx, resources, [item for _, item in batched])

@@ -87,11 +87,6 @@ class Lease:
     epoch: int
     lost: threading.Event = field(default_factory=threading.Event, compare=False)
 
-    @property
-    def epoch_key(self) -> str:
-        """The Redis key of the partition's epoch counter."""
-        return keys.lease_epoch(self.partition)
-
     def check(self) -> None:
         """Raise ``Fenced`` once the lease is known lost: a safe point of a run stops there."""
         if self.lost.is_set():
@@ -103,4 +98,4 @@ def fence_of(lease: Lease | None, partition: int) -> tuple[str, str]:
     called directly, as tests do), ``partition``'s key and ``''``, which the script reads as "not fenced"."""
     if lease is None:
         return keys.lease_epoch(partition), ""
-    return lease.epoch_key, str(lease.epoch)
+    return keys.lease_epoch(lease.partition), str(lease.epoch)

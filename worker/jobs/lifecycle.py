@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from worker.jobs.records import FINISHED, JobRecord, Status, now_ms
+from worker.jobs.clock import now_ms
+from worker.jobs.record import FINISHED, JobRecord, Status
 from worker.schema.answers import ErrorInfo, JobResult
 
 MOVES: dict[Status, frozenset[Status]] = {

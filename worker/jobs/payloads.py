@@ -1,8 +1,8 @@
 """arq's job payloads as JSON, both ways: the serializer every queue and every Lua-written job entry uses.
 
-Only JSON crosses Redis, never pickle (arq's default). Its own module so that the queue (which enqueues)
-and the job records (whose Lua scripts write queue entries themselves) share it without importing each
-other.
+Only JSON crosses Redis, never pickle (arq's default). Its own module so that the Redis client factory
+(``worker.jobs.connection``, arq's serializer), the queue and the webhook taker (whose Lua scripts write arq
+entries themselves) and the processes' arq workers share it without importing each other.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 
+from worker import keys
 from worker.engine import Plan, preflight, review
 from worker.engine.paths import ZonePolicy
 from worker.errors import BatchRejected, Fenced, WikiqError
@@ -41,9 +42,10 @@ from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle
 from worker.jobs.leases import Lease
-from worker.jobs.queue import NotDurable, queue_name
-from worker.jobs.records import JobRecord, JobStore
+from worker.jobs.queue import NotDurable
+from worker.jobs.record import JobRecord
 from worker.jobs.results import error_info, job_result
+from worker.jobs.store import JobStore
 from worker.jobs.targets import Fail, Landed, Target, pause
 from worker.schema.answers import ErrorInfo, JobResult
 from worker.schema.edits import Batch, Limits
@@ -143,10 +145,10 @@ async def queued_behind(jobs: JobStore, first: JobRecord, count: int) -> list[by
     redis = jobs.redis
     ids = [
         raw.decode() if isinstance(raw, bytes) else str(raw)
-        for raw in await redis.zrange(queue_name(first.partition), 0, count)
+        for raw in await redis.zrange(keys.queue(first.partition), 0, count)
     ]
     ids = ids[ids.index(first.job_id) + 1 :] if first.job_id in ids else []
-    raws = await redis.mget([jobs.key(job_id) for job_id in ids]) if ids else []
+    raws = await redis.mget([keys.job(job_id) for job_id in ids]) if ids else []
     return [raw for raw in raws if raw is not None]
 
 

@@ -1,151 +1,46 @@
-"""The queue, from the enqueueing side: the one Redis connection factory, partitions, arq queues,
-doorbells, what may be put on them, and when an accepted job counts as durable.
+"""The queue, from the enqueueing side: arq queues per partition, doorbells, what may be put on them, and
+when an accepted job counts as durable.
 
-Every process reaches Redis through ``connect``: a plain ``redis://`` URL, or the current primary named by
-Redis Sentinel (``WIKIQ_REDIS_SENTINELS``), for arq and for every key wikiq keeps itself.
-
-Each wiki maps to one partition (``worker.jobs.records.partition_of``); each partition is one arq queue
-consumed by exactly one worker process at a time (``worker.jobs.consumer``). Submissions ring the
-partition's doorbell list, so its consumer wakes at once instead of polling. Webhook attempts go on one
-shared arq queue. Only JSON crosses Redis (never pickle).
+Each wiki maps to one partition (``worker.jobs.ids.partition_of``); each partition is one arq queue
+(``keys.queue``) consumed by exactly one worker process at a time (``worker.jobs.consumer``). Submissions
+ring the partition's doorbell list (``keys.bell``), so its consumer wakes at once instead of polling.
+Webhook attempts go on one shared arq queue. Only JSON crosses Redis (never pickle); every process reaches
+Redis through ``worker.jobs.connection``.
 """
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from arq.connections import ArqRedis
-from arq.constants import job_key_prefix
-from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import NoScriptError, ResponseError
 
 from worker import keys
 from worker.jobs.arq_compat import job_entry, job_keys
-from worker.jobs.payloads import dumps, loads
+from worker.jobs.payloads import dumps
 from worker.jobs.scripts import C, Call, Script, arg, key
-from worker.settings import Settings
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from worker.jobs.records import JobRecord, JobStore
+    from worker.jobs.record import JobRecord
+    from worker.jobs.store import JobStore
 
-WORKERS = keys.WORKERS
 # arq never gives up on a batch or a delivery by itself (that would drop it with its record unfinished):
 # ``worker.jobs.run`` counts runs and records the failure after ``max_job_tries``; a delivery fails by
 # schedule.
 ARQ_MAX_TRIES = 1_000_000
-
-
-def queue_name(partition: int) -> str:
-    """The arq queue of ``partition``."""
-    return keys.queue(partition)
-
-
-def bell_key(partition: int) -> str:
-    """The doorbell list rung when work arrives on ``partition``."""
-    return keys.bell(partition)
-
-
-def reply_timeout(settings: Settings) -> float:
-    """The socket timeout of wikiq's Redis clients (``client(timeout=...)``): longer than the longest wait
-    a command of ours asks Redis for (the acceptance's ``WAITAOF``/``WAIT``, ``accept_timeout_seconds``),
-    so that only a Redis that stopped answering times out, as a ``RedisTimeoutError``: the API's 503 comes
-    within the accept timeout plus a second, as the contract says."""
-    return settings.accept_timeout_seconds + REPLY_MARGIN
-
-
-def epoch_key(partition: int) -> str:
-    """The epoch counter of ``partition``'s lease (``worker.jobs.leases``)."""
-    return keys.lease_epoch(partition)
-
-
-def lease_key(partition: int) -> str:
-    """The lease naming the worker that owns ``partition``."""
-    return keys.lease(partition)
-
-
-CONNECT_TIMEOUT = 1.0  # seconds to open a TCP connection to Redis or a sentinel (arq's default too)
-SENTINEL_TIMEOUT = 1.0  # seconds a sentinel has to answer "who is the primary?"
 LANDING_KEPT_MS = 60_000  # ``keys.landing`` only needs to outlive its WAIT
-REPLY_MARGIN = 0.5  # seconds a Redis reply may take beyond the longest wait a command of ours asks for
-# A primary that loses power sends no RST: without these, a connection waiting on it (a pub/sub listener, a
-# reply in flight) would hang for TCP's defaults (2 h idle, ~15 min of retransmissions) instead of failing
-# over: probe after 10 s idle, give up after 3 unanswered probes 5 s apart, or 30 s without an ACK.
-KEEPALIVE = {
-    getattr(socket, name): value
-    for name, value in (
-        ("TCP_KEEPIDLE", 10),
-        ("TCP_KEEPINTVL", 5),
-        ("TCP_KEEPCNT", 3),
-        ("TCP_USER_TIMEOUT", 30_000),
-    )
-    if hasattr(socket, name)
-}
-
-
-def client(target: Settings | str, *, decode: bool = False, timeout: float | None = None) -> ArqRedis:
-    """An arq Redis pool (JSON jobs, never pickle) for ``target``: a ``redis://`` URL, or settings naming
-    either a URL or sentinels. Nothing is sent yet; ``timeout`` bounds every reply (None: no bound, which
-    blocking commands such as ``BLPOP`` need).
-
-    With sentinels, each new connection asks them for the current primary, and a connection that finds a
-    demoted primary (``READONLY``) is dropped, so a failover is followed without a restart (redis-py's
-    ``SentinelConnectionPool``). arq's own sentinel support (``RedisSettings(sentinel=True)``) is not used:
-    it sets no connect timeout for the sentinels or the primary, so one unreachable host stalls every
-    process.
-    """
-    options: dict[str, Any] = {
-        "socket_connect_timeout": CONNECT_TIMEOUT,
-        "socket_timeout": timeout,
-        "socket_keepalive": True,
-        "socket_keepalive_options": KEEPALIVE,
-        "decode_responses": decode,
-        # no CLIENT SETINFO on connect: a new connection to a Redis that does not answer would wait out
-        # one reply bound for it before its command waits out another
-        "lib_name": None,
-        "lib_version": None,
-    }
-    if isinstance(target, Settings) and target.redis_sentinels:
-        assert target.redis_sentinel_master is not None  # the settings check that both are given
-        sentinel = Sentinel(
-            list(target.redis_sentinels),
-            sentinel_kwargs={
-                "socket_connect_timeout": CONNECT_TIMEOUT,
-                "socket_timeout": SENTINEL_TIMEOUT,
-                "decode_responses": True,
-            },
-            **options,
-        )
-        pool = cast(ArqRedis, sentinel.master_for(target.redis_sentinel_master, redis_class=ArqRedis))
-    else:
-        url = target.redis_url if isinstance(target, Settings) else target
-        pool = ArqRedis.from_url(url, **options)
-    pool.job_serializer = dumps
-    pool.job_deserializer = loads
-    return pool
-
-
-async def connect(target: Settings | str, *, decode: bool = False) -> ArqRedis:
-    """``client(target)`` once it answers PING (raises the ``RedisError`` otherwise)."""
-    pool = client(target, decode=decode)
-    try:
-        await pool.ping()
-    except BaseException:
-        await pool.aclose()
-        raise
-    return pool
 
 
 async def enqueue_batch(redis: ArqRedis, job_id: str, partition: int, expires_s: float) -> bool:
     """Queue job ``job_id`` on ``partition`` (its doorbell is rung by ``ring``, or by ``ring_durably``);
     False when arq has that job already (queued or running: job ids are unique, so it is this job)."""
     job = await redis.enqueue_job(
-        "apply_batch", job_id, _job_id=job_id, _queue_name=queue_name(partition), _expires=expires_s
+        "apply_batch", job_id, _job_id=job_id, _queue_name=keys.queue(partition), _expires=expires_s
     )
     return job is not None
 
@@ -153,8 +48,8 @@ async def enqueue_batch(redis: ArqRedis, job_id: str, partition: int, expires_s:
 async def ring(redis: ArqRedis, partition: int) -> None:
     """Wake the consumer of ``partition``."""
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.lpush(bell_key(partition), b"1")
-        pipe.ltrim(bell_key(partition), 0, 7)
+        pipe.lpush(keys.bell(partition), b"1")
+        pipe.ltrim(keys.bell(partition), 0, 7)
         await pipe.execute()
 
 
@@ -312,24 +207,24 @@ async def accept_job(
     Raises ``NotDurable`` (the job is stored and queued, but not confirmed) as ``ring_durably`` does.
     """
     job_id, partition = record.job_id, record.partition
-    guard, bound = jobs.key(job_id), ""
+    guard, bound = keys.job(job_id), ""
     if idempotency is not None:
         scope, key, fingerprint = idempotency
         guard, bound = keys.idempotency(scope, key), f"{job_id} {fingerprint}"
-    table, total = jobs.queued_keys(record.submitter)
+    table, total = keys.queued(record.submitter)
     entry, result, _, _ = job_keys(job_id)
     now = record.submitted_ms
     kept, kept_sizes = keys.kept(record.submitter)
     call = Accept(
-        record=jobs.key(job_id),
-        wiki_index=jobs.wiki_index(record.wiki),
+        record=keys.job(job_id),
+        wiki_index=keys.wiki_jobs(record.wiki),
         guard=guard,
         queued_table=table,
         queued_total=total,
         arq_entry=entry,
         arq_result=result,
-        arq_queue=queue_name(partition),
-        doorbell=bell_key(partition),
+        arq_queue=keys.queue(partition),
+        doorbell=keys.bell(partition),
         kept=kept,
         kept_sizes=kept_sizes,
         body=record.model_dump_json(exclude_defaults=True),
@@ -369,8 +264,8 @@ async def ring_durably(redis: ArqRedis, partition: int, durability: str, timeout
         await ring(redis, partition)
         return
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.lpush(bell_key(partition), b"1")
-        pipe.ltrim(bell_key(partition), 0, 7)
+        pipe.lpush(keys.bell(partition), b"1")
+        pipe.ltrim(keys.bell(partition), 0, 7)
         _wait_for_durability(pipe, durability, timeout_s)
         replies = await pipe.execute(raise_on_error=False)
     _check_durability(replies[2:], durability, timeout_s)
@@ -417,6 +312,7 @@ async def confirm_on_replica(
 async def cancel_queued(redis: ArqRedis, job_id: str, partition: int) -> None:
     """Take a cancelled job out of its arq queue so no consumer ever reads it."""
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.zrem(queue_name(partition), job_id)
-        pipe.delete(job_key_prefix + job_id)
+        entry, _, _, _ = job_keys(job_id)
+        pipe.zrem(keys.queue(partition), job_id)
+        pipe.delete(entry)
         await pipe.execute()

@@ -13,8 +13,10 @@ from typing import Protocol
 from arq.connections import ArqRedis
 
 from worker.git import GitStore
+from worker.jobs.handover import OutboxEntry
 from worker.jobs.proofs import CommitKey
-from worker.jobs.records import JobRecord, JobStore, OutboxEntry
+from worker.jobs.record import JobRecord
+from worker.jobs.store import JobStore
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.settings import Settings

@@ -46,7 +46,8 @@ from worker.git.remote import (
 )
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
-from worker.jobs.records import JobRecord, now_ms
+from worker.jobs.clock import now_ms
+from worker.jobs.record import JobRecord
 from worker.jobs.registry import WikiEntry
 from worker.jobs.resources import Resources
 from worker.jobs.storage import storage_fault, storage_fault_in

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.jobs.records import EVENTS
+from worker import keys
 from worker.tasks import cancel_and_wait
 
 log = logging.getLogger("wikiq.api")
@@ -57,7 +57,7 @@ class Waiters:
         while True:
             try:
                 async with redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(EVENTS)
+                    await pubsub.subscribe(keys.EVENTS)
                     self.subscribed.set()
                     self._wake_all()  # anything published before this point is only in the records
                     async for message in pubsub.listen():

@@ -43,7 +43,7 @@ from worker.git.remote import (
 )
 from worker.git.remote.errors import RemoteNotFound
 from worker.git.warmup import warm
-from worker.jobs.records import now_ms
+from worker.jobs.clock import now_ms
 from worker.jobs.registry import WikiEntry, WikiRegistry
 
 MAX_PROBLEMS = 50

@@ -18,7 +18,8 @@ from worker.errors import AccessDenied, BatchRejected, JobNotFound, NotCancellab
 from worker.jobs import lifecycle
 from worker.jobs.events import job_cancelled
 from worker.jobs.queue import cancel_queued
-from worker.jobs.records import FINISHED, JobRecord, JobStore
+from worker.jobs.record import FINISHED, JobRecord
+from worker.jobs.store import JobStore
 from worker.jobs.waiters import Waiters
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Job, JobList, JobStatus

@@ -22,7 +22,8 @@ another principal's jobs).
 from __future__ import annotations
 
 from worker.errors import BatchRejected
-from worker.jobs.records import JobRecord, JobStore
+from worker.jobs.record import JobRecord
+from worker.jobs.store import JobStore
 from worker.schema.edits import Batch, PlanSubmission
 
 PREFIX = "plan-"

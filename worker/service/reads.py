@@ -33,7 +33,7 @@ from worker.errors import AccessDenied, BatchRejected, QueryTooCostly, WikiExist
 from worker.git import WIKI_ID, GitStore, WikiRepo
 from worker.git.search import count_matches
 from worker.git.snapshot import Snapshot
-from worker.jobs.records import iso
+from worker.jobs.clock import iso
 from worker.jobs.registry import WikiEntry
 from worker.jobs.wikis import Head, Wikis
 from worker.schema.answers import (

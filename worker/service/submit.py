@@ -37,17 +37,12 @@ from worker.errors import (
     StorageUnavailable,
     WebhookRefused,
 )
+from worker.jobs.clock import now_ms
 from worker.jobs.events import job_accepted
+from worker.jobs.ids import new_job_id, partition_of
 from worker.jobs.queue import ACCEPTED, KEY_TAKEN, NotDurable, accept_job, enqueue_batch, ring_durably
-from worker.jobs.records import (
-    BatchSummary,
-    JobRecord,
-    JobStore,
-    WebhookDelivery,
-    new_job_id,
-    now_ms,
-    partition_of,
-)
+from worker.jobs.record import BatchSummary, JobRecord, WebhookDelivery
+from worker.jobs.store import JobStore
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Author, Job, JobStatus, Submitted
 from worker.schema.edits import Batch, PlanSubmission, written_paths

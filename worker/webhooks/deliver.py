@@ -5,8 +5,8 @@ attempt is an arq job on the ``wikiq:webhooks`` queue (``enqueue_attempt``, cons
 never by the partition consumers, so a slow receiver cannot delay the next batch). ``deliver_webhook`` makes
 one POST and records it on the job: a 2xx within the timeout is delivery; ``410`` stops; a redirect (never
 followed), another status, a timeout or a connection error schedules the next attempt after the configured
-delay (with jitter, at least ``Retry-After``). The event body is frozen at the first attempt, so every retry
-sends the same bytes under the same ``webhook-id``.
+delay (with jitter, at least ``Retry-After``). The event POSTed (``event_body``) is a function of the
+finished job alone, so every attempt and every retry sends the same bytes under the same ``webhook-id``.
 
 At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS rebinding
 after the submission check gains nothing (unless private addresses are allowed).
@@ -37,8 +37,10 @@ from standardwebhooks import Webhook
 from worker import keys
 from worker.errors import WebhookRefused, WikiqError
 from worker.jobs import events as telemetry
+from worker.jobs.clock import iso, now_ms
 from worker.jobs.context import JobContext
-from worker.jobs.records import JobRecord, JobStore, event_body
+from worker.jobs.record import JobRecord, WebhookDelivery
+from worker.jobs.store import JobStore
 from worker.schema.answers import Attempt
 from worker.webhooks.guard import address_refused, sendable_url
 from worker.webhooks.http import SendError, WebhookSender
@@ -135,6 +137,21 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:  # "-0000": UTC, with no zone said
         when = when.replace(tzinfo=UTC)
     return min(max(0.0, (when - now).total_seconds()), float(_MOST_SECONDS))
+
+
+def event_body(record: JobRecord) -> str:
+    """The event POSTed for a finished job: type, timestamp and the job object as it was when the job
+    finished (its webhook pending, without attempts). A function of what never changes after the finish,
+    so every attempt and every redelivery sends the same bytes, and no copy of them is stored."""
+    if record.webhook_event is not None:  # frozen into the record by an earlier version
+        return record.webhook_event
+    kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
+    finished = record
+    if record.webhook is not None:
+        finished = record.model_copy(update={"webhook": WebhookDelivery(url=record.webhook.url)})
+    data = finished.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
+    timestamp = iso(record.finished_ms if record.finished_ms is not None else now_ms())
+    return f'{{"type":"{kind}","timestamp":"{timestamp}","data":{data}}}'  # both plain ASCII, no escapes
 
 
 async def send(

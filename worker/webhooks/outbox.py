@@ -1,15 +1,16 @@
 """The webhook outbox: one Redis stream per partition (``keys.outbox``), read by a consumer group.
 
 A finish (and a redelivery) appends one entry, ``job`` and ``round``, in the same script that stores the
-record (``worker.jobs.records``: ``hand_over``), and a worker's finish takes the new entries for that
-worker's taker in the same script (its consumer name is all the job side knows of webhooks). Other takers
-(``worker.webhooks.taker``) read new entries with ``XREADGROUP`` (each entry goes to one taker), and an entry
-stays pending in the group until the taker that sent its attempt recorded it, acknowledged it and deleted it
-(``RECORD``), in one script. A taker that dies with entries in hand leaves them pending: any taker claims
-those idle longer than the delivery timeout plus ``CLAIM_MARGIN`` seconds (``XAUTOCLAIM``) and sends them, so
-a webhook is sent at least once (receivers de-duplicate by ``webhook-id``).
+record (``hand_over``, in the entry format of ``worker.jobs.handover``), and a worker's finish takes the new
+entries for that worker's taker in the same script (its consumer name is all the job side knows of
+webhooks). Other takers (``worker.webhooks.taker``) read new entries with ``XREADGROUP`` (each entry goes to
+one taker), and an entry stays pending in the group until the taker that sent its attempt recorded it,
+acknowledged it and deleted it (``RECORD``), in one script. A taker that dies with entries in hand leaves
+them pending: any taker claims those idle longer than the delivery timeout plus ``CLAIM_MARGIN`` seconds
+(``XAUTOCLAIM``) and sends them, so a webhook is sent at least once (receivers de-duplicate by
+``webhook-id``).
 
-Bounded: each stream keeps about ``worker.jobs.records.OUTBOX_CAP`` entries (``MAXLEN ~`` at every append).
+Bounded: each stream keeps about ``worker.jobs.handover.OUTBOX_CAP`` entries (``MAXLEN ~`` at every append).
 Only entries not yet recorded stay in it, so it reaches the cap only when no taker ran for a long time; past
 it the oldest entries are dropped, and their jobs' webhooks stay ``pending`` with no attempt until
 redelivered.
@@ -25,10 +26,9 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from worker import keys
-from worker.jobs.records import OUTBOX_TAKE, OutboxEntry
+from worker.jobs.handover import OUTBOX_TAKE, OutboxEntry
 from worker.jobs.scripts import Call, Script, arg, items, key
 
-GROUP = keys.OUTBOX_GROUP
 CLAIM_MARGIN = 5.0  # seconds an entry stays pending past the delivery timeout before another taker claims it
 WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
 
@@ -105,7 +105,7 @@ class Outbox:
         finished before any taker ran is sent too)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for stream in self.streams:
-                pipe.xgroup_create(stream, GROUP, id="0", mkstream=True)
+                pipe.xgroup_create(stream, keys.OUTBOX_GROUP, id="0", mkstream=True)
             replies = await pipe.execute(raise_on_error=False)
         for reply in replies:
             if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
@@ -117,7 +117,11 @@ class Outbox:
         meanwhile."""
         try:
             got = await self.redis.xreadgroup(
-                GROUP, self.name, dict.fromkeys(self.streams, ">"), count=OUTBOX_TAKE, block=block_ms or None
+                keys.OUTBOX_GROUP,
+                self.name,
+                dict.fromkeys(self.streams, ">"),
+                count=OUTBOX_TAKE,
+                block=block_ms or None,
             )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
@@ -135,7 +139,7 @@ class Outbox:
             while True:
                 try:
                     reply = await self.redis.xautoclaim(
-                        stream, GROUP, self.name, idle_ms, start_id=start, count=OUTBOX_TAKE
+                        stream, keys.OUTBOX_GROUP, self.name, idle_ms, start_id=start, count=OUTBOX_TAKE
                     )
                 except ResponseError as exc:
                     if "NOGROUP" not in str(exc):
@@ -154,7 +158,7 @@ class Outbox:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
             for entry in entries:
-                pipe.xack(entry.stream, GROUP, entry.entry_id)
+                pipe.xack(entry.stream, keys.OUTBOX_GROUP, entry.entry_id)
                 pipe.xdel(entry.stream, entry.entry_id)
             await pipe.execute()
 
@@ -163,7 +167,10 @@ class Outbox:
         if not calls:
             return []
         call = RecordFirst(
-            webhook_queue=keys.WEBHOOK_QUEUE, group=GROUP, entry_ttl_ms=WEBHOOK_ENTRY_MS, jobs=list(calls)
+            webhook_queue=keys.WEBHOOK_QUEUE,
+            group=keys.OUTBOX_GROUP,
+            entry_ttl_ms=WEBHOOK_ENTRY_MS,
+            jobs=list(calls),
         )
         return [bool(flag) for flag in await RECORD.run(self.redis, call)]
 

@@ -41,14 +41,26 @@ from standardwebhooks import Webhook
 from worker import faults, keys
 from worker.jobs import events as telemetry
 from worker.jobs.arq_compat import job_entry, job_keys
+from worker.jobs.clock import now_ms
+from worker.jobs.handover import OutboxEntry
 from worker.jobs.payloads import dumps
-from worker.jobs.records import JobRecord, JobStore, OutboxEntry, event_body, now_ms
+from worker.jobs.record import JobRecord
+from worker.jobs.store import JobStore
 from worker.settings import Settings
 from worker.tasks import cancel_and_wait
-from worker.webhooks.deliver import Outcome, enqueue_attempt, failed, next_delay, noting, send, utc_now
+from worker.webhooks.deliver import (
+    Outcome,
+    enqueue_attempt,
+    event_body,
+    failed,
+    next_delay,
+    noting,
+    send,
+    utc_now,
+)
 from worker.webhooks.http import WebhookSender
 from worker.webhooks.lanes import FIRST_EACH, FIRST_IN_FLIGHT, Lanes
-from worker.webhooks.outbox import CLAIM_MARGIN, GROUP, Outbox, RecordItem
+from worker.webhooks.outbox import CLAIM_MARGIN, Outbox, RecordItem
 
 log = logging.getLogger("wikiq.webhooks")
 IN_FLIGHT = FIRST_IN_FLIGHT  # POSTs, and bursts, this process has in flight at most
@@ -254,7 +266,7 @@ class Taker:
         unless another taker (which claimed the entry meanwhile) recorded it already: its entry
         acknowledged first, then the attempt as a retry would record it."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xack(entry.stream, GROUP, entry.entry_id)
+            pipe.xack(entry.stream, keys.OUTBOX_GROUP, entry.entry_id)
             pipe.xdel(entry.stream, entry.entry_id)
             acked, _ = await pipe.execute()
         if not acked:

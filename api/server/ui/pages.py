@@ -27,8 +27,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from api.server.auth import UI_COOKIE, Principal
 from api.server.deps import Caller, Svc
-from worker.jobs.queue import queue_name
-from worker.jobs.records import FINISHED, JobRecord, iso, partition_of, redact_url
+from worker import keys
+from worker.jobs.clock import iso
+from worker.jobs.ids import partition_of
+from worker.jobs.record import FINISHED, JobRecord, redact_url
 from worker.service import Service
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -222,10 +224,10 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
     shown = [w for w, _ in wikis if only is None or w == only]
     async with app.redis.pipeline(transaction=False) as pipe:
         for partition in partitions:
-            pipe.zcard(queue_name(partition))
-            pipe.zrange(queue_name(partition), 0, QUEUE_SCAN - 1)
+            pipe.zcard(keys.queue(partition))
+            pipe.zrange(keys.queue(partition), 0, QUEUE_SCAN - 1)
         for wiki in shown:
-            pipe.zrevrange(app.jobs.wiki_index(wiki), 0, PER_WIKI - 1, withscores=True)
+            pipe.zrevrange(keys.wiki_jobs(wiki), 0, PER_WIKI - 1, withscores=True)
         replies = await pipe.execute()
     # a partition's length counts every wiki's jobs: it only says whether the scan below saw them all
     capped = {p: int(replies[2 * i]) > QUEUE_SCAN for i, p in enumerate(partitions)}
@@ -234,8 +236,8 @@ async def overview(svc: Service, caller: Principal, only: str | None) -> dict[st
         ((score, _text(job_id)) for reply in replies[2 * len(partitions) :] for job_id, score in reply),
         reverse=True,
     )[:RECENT]
-    keys = [app.jobs.key(j) for j in waiting] + [app.jobs.key(j) for _, j in newest]
-    raws = await app.redis.mget(keys) if keys else []
+    records = [keys.job(j) for j in waiting] + [keys.job(j) for _, j in newest]
+    raws = await app.redis.mget(records) if records else []
     counts: dict[str, dict[str, int]] = defaultdict(lambda: {"queued": 0, "running": 0})
     for raw in raws[: len(waiting)]:
         if raw is not None:
