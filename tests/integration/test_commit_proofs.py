@@ -12,8 +12,6 @@ from tests.integration.remote.repos import git
 from worker.engine import preflight
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.commits import job_proof
-from worker.jobs.record import JobRecord
-from worker.schema.answers import Author
 from worker.schema.edits import Create
 
 ALICE = Identity("Alice", "alice@example.com")
@@ -47,32 +45,22 @@ def test_wikiqs_commits_carry_a_proof_of_their_job_and_tree(repo: WikiRepo) -> N
     info = repo.commit_info(mine)
     assert info.job_id == "job-1"
     assert info.proof == job_proof(KEY, "job-1", repo.tree_of(mine))
-    assert repo.find_job_commit("job-1", None, key=KEY, unproven=False) == mine
-    assert repo.find_job_commit("job-1", None, key=b"another key" * 3, unproven=True) is None
+    assert repo.find_job_commit("job-1", None, key=KEY) == mine
+    assert repo.find_job_commit("job-1", None, key=b"another key" * 3) is None
 
 
 def test_a_hand_written_trailer_is_ignored_with_or_without_a_made_up_proof(repo: WikiRepo) -> None:
     _push_by_hand(repo, "theirs\n\nWikiq-Job: job-2")
-    assert repo.find_job_commit("job-2", None, key=KEY, unproven=False) is None
+    assert repo.find_job_commit("job-2", None, key=KEY) is None
     assert repo.find_job_commit("job-2", None) is not None  # what the trailer alone used to prove
     _push_by_hand(repo, f"theirs\n\nWikiq-Job: job-3\nWikiq-Proof: {'0' * 64}")
-    assert repo.find_job_commit("job-3", None, key=KEY, unproven=True) is None  # a wrong proof: never
+    assert repo.find_job_commit("job-3", None, key=KEY) is None  # a wrong proof: never
     replayed = repo.commit_info(_land(repo, "job-4", KEY)).proof
     _push_by_hand(repo, f"theirs\n\nWikiq-Job: job-5\nWikiq-Proof: {replayed}")  # another job's proof
-    assert repo.find_job_commit("job-5", None, key=KEY, unproven=True) is None
+    assert repo.find_job_commit("job-5", None, key=KEY) is None
 
 
-def test_a_commit_without_proof_counts_only_for_a_job_an_earlier_version_started(repo: WikiRepo) -> None:
-    """The rule for commits written before proofs: a job whose records show a run of a version without
-    proofs (``legacy``) may find its unproven commit; a job run only by this version may not."""
-    old = _push_by_hand(repo, "batch\n\nWikiq-Job: job-6")  # what the earlier version wrote
-    started_before = JobRecord(job_id="job-6", wiki="w", submitted_ms=0, author=Author(name="a", email="a@b"))
-    started_before.runs = 1  # its run by the earlier version, which kept no proofs_from_run
-    started_before.begin_run()
-    assert started_before.legacy
-    assert repo.find_job_commit("job-6", None, key=KEY, unproven=started_before.legacy) == old
-    fresh = JobRecord(job_id="job-6", wiki="w", submitted_ms=0, author=Author(name="a", email="a@b"))
-    fresh.begin_run()
-    fresh.begin_run()  # run again by this version: still none of its runs wrote an unproven commit
-    assert not fresh.legacy
-    assert repo.find_job_commit("job-6", None, key=KEY, unproven=fresh.legacy) is None
+def test_a_commit_without_proof_never_counts_under_a_key(repo: WikiRepo) -> None:
+    """A trailer alone (what a person, or a version before proofs, could write) is no job's commit."""
+    _push_by_hand(repo, "batch\n\nWikiq-Job: job-6")
+    assert repo.find_job_commit("job-6", None, key=KEY) is None

@@ -144,7 +144,7 @@ async def test_an_overtaken_run_leaves_the_outcome_to_the_newer_run(
             running = await jobs.get(blocked.job_id)
             assert running is not None and running.status == "running" and running.runs == 2
             late = ErrorInfo(code="INTERNAL", message="run 1 gave up")
-            stale = Decided(Member(first, first_stored, maybe_ran=False), error=late)
+            stale = Decided(Member(first, first_stored), error=late)
             await finish(ctx, ctx["resources"], [stale])
             after_late = await jobs.get(blocked.job_id)
             assert after_late is not None and after_late.status == "running" and after_late.error is None

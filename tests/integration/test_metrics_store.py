@@ -180,7 +180,7 @@ async def test_lost_swap_counts_one_cas_retry_and_one_commit(
     redis = await connect(redis_server.url)
     try:
         target = LocalTarget(repo)
-        first = Member(record, None, maybe_ran=False)
+        first = Member(record, None)
         decided = await run(JobStore(redis, 600), target, first, Limits(), None, None, asyncio.Event())
     finally:
         await redis.aclose()

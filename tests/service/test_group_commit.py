@@ -128,7 +128,7 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
         store = GitStore(dep.data)
         repo = store.open(wiki)
         key = await CommitKey().get(dep.settings, dep.redis)  # the deployment's
-        first = Member(head, stored, maybe_ran=False)
+        first = Member(head, stored)
         landed = await run(jobs, LocalTarget(repo), first, dep.settings.limits, key, None, asyncio.Event())
         assert [d.job_id for d in landed] == ids
         store.close()
@@ -140,6 +140,27 @@ async def test_a_group_landed_but_not_recorded_is_reported_once(dep: Deployment)
     log = await dep.commits(wiki, 5)
     assert [c["job_id"] for c in log[:3]] == list(reversed(ids))
     assert log[3]["commit"] == before
+
+
+async def test_a_job_interrupted_past_max_job_tries_is_reported_failed(dep: Deployment) -> None:
+    """A job whose runs kept dying (its record counts max_job_tries runs) is not run once more: its next
+    start records it failed, INTERNAL, saying how often it was interrupted, and nothing lands."""
+    wiki = await dep.new_wiki("gave-up")
+    before = await dep.head(wiki)
+    async with dep.worker.paused():
+        job_id = await dep.submit_ok(wiki, {"message": "doomed", "edits": [create("wiki/d.md")]})
+        jobs = JobStore(dep.redis, dep.settings.job_retention_seconds)
+
+        def interrupted(record: Any) -> Any:
+            for _ in range(dep.settings.max_job_tries):
+                _running(record)
+            return record
+
+        assert (await jobs.update(job_id, interrupted)) is not None
+    job = await dep.wait(job_id)
+    assert job["status"] == "failed" and job["error"]["code"] == "INTERNAL", job
+    assert f"interrupted {dep.settings.max_job_tries} times" in job["error"]["message"]
+    assert await dep.head(wiki) == before
 
 
 def _running(record: Any) -> Any:

@@ -347,21 +347,6 @@ async def test_a_retry_sends_the_event_as_the_job_finished_not_as_its_webhook_is
     first, second = (request.content for request in receiver.requests)
     assert first == second
     assert json.loads(first)["data"]["webhook"] == {"url": URL, "state": "pending", "attempts": []}
-    assert "webhook_event" not in json.loads(await dep.redis.get(f"wikiq:job:{job['job_id']}"))
-
-
-async def test_an_event_frozen_by_an_earlier_version_is_sent_as_stored(
-    dep: Deployment, hook: Callable[..., JobContext]
-) -> None:
-    """A record whose event an earlier version stored (``webhook_event``) sends exactly those bytes."""
-    job = await finished_job(dep)
-    name = f"wikiq:job:{job['job_id']}"
-    record = json.loads(await dep.redis.get(name))
-    record["webhook_event"] = '{"type":"batch.succeeded","frozen":true}'
-    await dep.redis.set(name, json.dumps(record), keepttl=True)
-    receiver = Receiver(httpx.Response(200))
-    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
-    assert receiver.requests[0].content == b'{"type":"batch.succeeded","frozen":true}'
 
 
 async def test_an_attempt_run_again_after_delivery_sends_nothing(

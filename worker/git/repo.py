@@ -311,29 +311,27 @@ class WikiRepo:
         limit: int = 10_000,
         start: str | None = None,
         key: bytes | None = None,
-        unproven: bool = True,
     ) -> str | None:
         """The commit whose trailer names ``job_id``, searched from ``start`` (default: ``main``) along first
         parents back to ``stop_at`` (excluded).
 
         With ``key`` a commit counts only with its ``Wikiq-Proof`` under ``key`` (``commits.job_proof``): a
-        hand-written ``Wikiq-Job`` trailer is ignored. ``unproven``: a commit with no proof trailer at all
-        counts too (the rule for commits written before proofs: see ``JobRecord.proofs_from_run``); one with
-        a wrong proof never does."""
+        hand-written ``Wikiq-Job`` trailer, without a proof or with a wrong one, is ignored. The caller
+        that decides when to look is ``worker.jobs.once``."""
         current = start if start is not None else self.head()
         seen = 0
         while current is not None and current != stop_at and seen < limit:
             info = self.commit_info(current)
-            if info.job_id == job_id and (key is None or self._proven(info, key, unproven)):
+            if info.job_id == job_id and (key is None or self._proven(info, key)):
                 return current
             current = info.parents[0] if info.parents else None
             seen += 1
         return None
 
-    def _proven(self, info: CommitInfo, key: bytes, unproven: bool) -> bool:
-        """True when ``info`` proves it is its job's commit under ``key`` (or, ``unproven``, has no proof)."""
+    def _proven(self, info: CommitInfo, key: bytes) -> bool:
+        """True when ``info`` proves it is its job's commit under ``key``."""
         if info.proof is None or info.job_id is None:
-            return unproven
+            return False
         expected = job_proof(key, info.job_id, self.tree_of(info.commit))
         return hmac.compare_digest(info.proof, expected)
 

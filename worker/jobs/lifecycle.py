@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from worker.jobs.clock import now_ms
+from worker.jobs.once import may_record
 from worker.jobs.record import FINISHED, JobRecord, Status
 from worker.schema.answers import ErrorInfo, JobResult
 
@@ -78,7 +79,7 @@ def finish(
     lease moved while this run went on), the outcome is the newer run's to record."""
 
     def change(record: JobRecord) -> JobRecord | None:
-        if record.status != "running" or (run is not None and record.runs != run):
+        if not may_record(record, run):
             return None
         _move(record, "failed" if error is not None else "succeeded")
         record.result, record.error = result, error

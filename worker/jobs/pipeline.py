@@ -19,7 +19,7 @@ Order holds: a follower is taken only from the contiguous run of ``queued`` jobs
 the head (a job of the wiki ``running`` from another run stops the claim, so it is applied before
 anything accepted after it), and a batch the target says must run alone stops it too. A follower whose
 check fails unexpectedly (not a refusal) is left out with everything behind it, and followers not landed
-are given back (``release``: ``queued`` again, their run counted, so their next run looks for their own
+are given back (``give_back``: ``queued`` again, their run counted, so their next run looks for their own
 commit first), so one bad batch cannot fail the others.
 """
 
@@ -42,6 +42,7 @@ from worker.git.snapshot import Snapshot
 from worker.jobs import events as telemetry
 from worker.jobs import lifecycle
 from worker.jobs.leases import Lease
+from worker.jobs.once import Doubt, in_doubt
 from worker.jobs.queue import NotDurable
 from worker.jobs.record import JobRecord
 from worker.jobs.results import error_info, job_result
@@ -58,13 +59,16 @@ GROUP_BYTES = 8 * 1024 * 1024  # followers are taken while their batches hold le
 @dataclass
 class Member:
     """One job of a group: its record as running, the exact bytes stored for it (None: unknown, read it
-    again to finish it), whether it may have run before (look for its commit first), and whether arq
-    started it (the head) or not (a follower: its arq entry leaves the queue as it finishes)."""
+    again to finish it), whether arq started it (the head) or not (a follower: its arq entry leaves the
+    queue as it finishes), and whether its commit may be on the branch already (``once.Doubt``)."""
 
     record: JobRecord
     stored: bytes | None
-    maybe_ran: bool
     follower: bool = False
+    doubt: Doubt = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.doubt = Doubt.of(self.record)
 
     @property
     def job_id(self) -> str:
@@ -114,15 +118,11 @@ def _decide(member: Member, view: View) -> Decided:
     batch = record.batch
     if batch is None:
         return Decided(member, error=ErrorInfo(code="INTERNAL", message="the job's batch is gone"))
-    if member.maybe_ran and not batch.dry_run and view.landed is not None:
-        repo = view.repo
-        mine = repo.find_job_commit(
-            record.job_id, record.base, start=view.landed, key=view.key, unproven=record.legacy
-        )
-        if mine is not None:
-            parents = repo.commit_info(mine).parents
-            before = view.snapshot(parents[0] if parents else None)
-            return Decided(member, job_result(mine, preflight(before, batch.edits, view.policy, view.limits)))
+    mine = member.doubt.own_commit(view.repo, record, view.landed, view.key)
+    if mine is not None:
+        parents = view.repo.commit_info(mine).parents
+        before = view.snapshot(parents[0] if parents else None)
+        return Decided(member, job_result(mine, preflight(before, batch.edits, view.policy, view.limits)))
     now = view.snapshot(view.head)
     try:
         plan = preflight(now, batch.edits, view.policy, view.limits, batch.expect)
@@ -192,11 +192,11 @@ async def claim(
     members = []
     for (_, _, body), record in zip(chosen[:stored], records, strict=False):
         telemetry.job_started(record)
-        members.append(Member(record, body, record.runs > 1, True))  # > 1: given back by an earlier group
+        members.append(Member(record, body, follower=True))
     return members
 
 
-async def release(
+async def give_back(
     jobs: JobStore, members: list[Member], lease: Lease | None = None, head: bool = False
 ) -> None:
     """Give back followers that were not landed (and, with ``head``, the head too): ``queued`` again,
@@ -212,11 +212,11 @@ async def release(
         await jobs.swap_many(items, lease, members[0].record.partition)
 
 
-async def _give_back(jobs: JobStore, members: list[Member], lease: Lease | None) -> None:
-    """``release`` every member, the head too, as a run stopped while waiting does; Redis away or the
+async def _give_back_all(jobs: JobStore, members: list[Member], lease: Lease | None) -> None:
+    """``give_back`` every member, the head too, as a run stopped while waiting does; Redis away or the
     lease lost leaves them ``running`` (their next run, or the partition's next owner, takes them)."""
     with contextlib.suppress(RedisError, OSError, Fenced):
-        await release(jobs, members, lease, head=True)
+        await give_back(jobs, members, lease, head=True)
 
 
 @dataclass
@@ -239,7 +239,7 @@ def _round(
     epoch = None if lease is None else lease.epoch
     done = _Round()
     try:
-        with target.draft(epoch, fresh=any(m.maybe_ran for m in members)) as draft:
+        with target.draft(epoch, fresh=in_doubt([m.doubt for m in members])) as draft:
             for index, member in enumerate(members):
                 view = View(target.repo, draft.base, draft.head, target.policy, limits, key)
                 try:
@@ -287,25 +287,25 @@ async def run(
     confirmed the claimed records (``_confirmed``). Unexpected errors are raised, the followers given
     back."""
     if not await target.ready(stop):
-        await _give_back(jobs, [head], lease)
+        await _give_back_all(jobs, [head], lease)
         return []
     members = [head]
     try:
         members += await claim(jobs, head.record, target.takes_along(head.record), lease, target.alone)
         if confirm is not None and not await _confirmed(confirm, members, lease, stop):
-            await _give_back(jobs, members, lease)
+            await _give_back_all(jobs, members, lease)
             return []
         ended = await _rounds(target, members, limits, key, lease, stop)
     except BaseException:
         with contextlib.suppress(RedisError, OSError, Fenced):  # else they run again by themselves, later
-            await release(jobs, members[1:], lease)
+            await give_back(jobs, members[1:], lease)
         raise
     if ended is None:
-        await _give_back(jobs, members, lease)
+        await _give_back_all(jobs, members, lease)
         return []
     if ended.left_out:
         with contextlib.suppress(RedisError, OSError, Fenced):
-            await release(jobs, ended.left_out, lease)
+            await give_back(jobs, ended.left_out, lease)
     return ended.decided
 
 
@@ -361,13 +361,13 @@ async def _rounds(
             await target.landed(done.landed, members[0].record)
             return done
         assert done.setback is not None
-        step = target.setback(done.setback, any(m.maybe_ran for m in members))
+        step = target.setback(done.setback, in_doubt([m.doubt for m in members]))
         if step is None:
             raise done.setback
         if isinstance(step, Fail):
             return _failed(done, members, step)
         for member in members:
-            member.maybe_ran = True  # the branch moved, or a land may have happened: maybe by these
+            member.doubt.after_setback()
         if step.lost_swap:
             swaps += 1
             if swaps >= target.swaps:

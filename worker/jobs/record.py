@@ -102,7 +102,6 @@ class JobRecord(BaseModel):
     result: JobResult | None = None
     error: ErrorInfo | None = None
     webhook: WebhookDelivery | None = None
-    webhook_event: str | None = None  # the event, as earlier versions froze it at the finish (``event_body``)
     author: Author
     submitter: str = ""
     # the Redis key of the idempotency key bound to this job ('' none): marked when the record is dropped
@@ -111,21 +110,10 @@ class JobRecord(BaseModel):
     partition: int = 0
     runs: int = 0
     queued_bytes: int = 0
-    # the first run that wrote Wikiq-Proof trailers (0: none yet). A commit without a proof can be this
-    # job's own only if a run before that one (of a version without proofs) started it: ``legacy``
-    proofs_from_run: int = 0
 
     def begin_run(self) -> None:
-        """Count a new run of the job (``runs``), noting the first that writes commit proofs."""
+        """Count a new run of the job (``runs``)."""
         self.runs += 1
-        if not self.proofs_from_run:
-            self.proofs_from_run = self.runs
-
-    @property
-    def legacy(self) -> bool:
-        """True when a run that wrote no commit proofs (an earlier version's) may have committed the job:
-        only then does its commit without a ``Wikiq-Proof`` count as its own."""
-        return self.proofs_from_run != 1
 
     @property
     def dry_run(self) -> bool:

@@ -79,7 +79,7 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
         await finish_job(ctx, resources, job_id, None, error_info(gave_up), record.runs)
         return "failed"
     stop = asyncio.Event()
-    head = Member(record, stored, maybe_ran=record.runs > 1)
+    head = Member(record, stored)
     work = asyncio.ensure_future(_apply(ctx, resources, head, stop))
     try:
         outcomes = await asyncio.shield(work)

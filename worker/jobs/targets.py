@@ -47,6 +47,7 @@ from worker.git.remote import (
 from worker.git.repo import CommitGroup
 from worker.jobs import events as telemetry
 from worker.jobs.clock import now_ms
+from worker.jobs.once import runs_alone
 from worker.jobs.record import JobRecord
 from worker.jobs.registry import WikiEntry
 from worker.jobs.resources import Resources
@@ -140,8 +141,8 @@ class Target(Protocol):
         """Put the draft's commits on the branch, all or none (raises what ``setback`` reads)."""
         ...
 
-    def setback(self, exc: Exception, maybe_ran: bool) -> Again | Fail | None:
-        """What to do after ``exc`` ended a round (``maybe_ran``: a member may have landed already);
+    def setback(self, exc: Exception, in_doubt: bool) -> Again | Fail | None:
+        """What to do after ``exc`` ended a round (``in_doubt``: a member may have landed already);
         None when ``exc`` is not a setback (it is raised)."""
         ...
 
@@ -181,7 +182,7 @@ class LocalTarget:
 
     def takes_along(self, first: JobRecord) -> int:
         """A job run again (after an error or a crash) runs alone, as does a batch that reads widely."""
-        if first.runs > 1 or first.batch is None or reads_widely(first.batch):
+        if runs_alone(first) or first.batch is None or reads_widely(first.batch):
             return 0
         return GROUP_MAX - 1
 
@@ -202,7 +203,7 @@ class LocalTarget:
         draft.land(epoch)
         return Landed(draft.head, len(draft.commits))
 
-    def setback(self, exc: Exception, maybe_ran: bool) -> Again | Fail | None:
+    def setback(self, exc: Exception, in_doubt: bool) -> Again | Fail | None:
         """Another writer's lock: a short pause (but not past the lock's staleness); a moved ``main``: at
         once; a full or read-only disk fails what had a commit to write."""
         if isinstance(exc, RefLocked):
@@ -337,7 +338,7 @@ class RemoteTarget:
             log.warning("published %s but the local cache did not follow (%s)", draft.head[:12], exc)
         return Landed(draft.head, len(draft.commits))
 
-    def setback(self, exc: Exception, maybe_ran: bool) -> Again | Fail | None:
+    def setback(self, exc: Exception, in_doubt: bool) -> Again | Fail | None:
         """See the class; every setback but a first-try storage fault may have published something, so
         the next round fetches and each member looks for its own commit first."""
         if isinstance(exc, _Unsure):
@@ -357,7 +358,7 @@ class RemoteTarget:
         fault = storage_fault(exc) if isinstance(exc, OSError) else _local_fault(exc)
         if fault is None and isinstance(exc, OSError):
             return None
-        if fault is not None and not maybe_ran:
+        if fault is not None and not in_doubt:
             return Fail(fault)  # nothing of this group can have been published: fail at once, no wait
         unavailable = fault or exc  # else an earlier push of the group may have landed: wait, look for it
         assert isinstance(unavailable, WikiqError)

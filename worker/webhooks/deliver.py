@@ -143,8 +143,6 @@ def event_body(record: JobRecord) -> str:
     """The event POSTed for a finished job: type, timestamp and the job object as it was when the job
     finished (its webhook pending, without attempts). A function of what never changes after the finish,
     so every attempt and every redelivery sends the same bytes, and no copy of them is stored."""
-    if record.webhook_event is not None:  # frozen into the record by an earlier version
-        return record.webhook_event
     kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
     finished = record
     if record.webhook is not None:
@@ -245,8 +243,8 @@ async def enqueue_attempt(redis: Any, job_id: str, round_: int, attempt: int, de
 
 
 async def deliver_webhook(ctx: JobContext, job_id: str, round_: int, attempt: int) -> str | None:
-    """arq job: one delivery attempt for ``job_id`` (a retry; attempt 0 only when an earlier version
-    queued it), recorded on the job; schedules the next if needed.
+    """arq job: one delivery attempt for ``job_id`` (a retry: the first attempt is sent by the taker,
+    ``worker.webhooks.taker``), recorded on the job; schedules the next if needed.
 
     If Redis is away, the attempt runs again a second later (arq's ``Retry``) rather than being dropped,
     so a pending delivery outlives a Redis restart. With ``lanes`` in ``ctx``, a retry of a principal that
