@@ -26,6 +26,8 @@ KEYWORDS = frozenset(
         "maximum",
         "minLength",
         "maxLength",
+        "minItems",
+        "maxItems",
         "default",
         "anyOf",
     }
@@ -34,7 +36,7 @@ KEYWORDS = frozenset(
 _NAMED = ("properties",)
 _ONE = ("items",)
 _MANY = ("anyOf",)
-_DROPPED = ("title", "pattern", "examples", "additionalProperties", "$defs", "format", "minItems", "maxItems")
+_DROPPED = ("title", "pattern", "examples", "additionalProperties", "$defs", "format")
 
 
 def _s(kind: str, description: str, **extra: Any) -> dict[str, Any]:
@@ -142,7 +144,7 @@ EDIT_FAMILIES: list[dict[str, Any]] = [
                 },
                 "required": ["prefix"],
             },
-            "expected_count": _s("integer", "Pages selected; omit in check_batch to learn them.", minimum=0),
+            "expected_count": {"type": "integer", "minimum": 0},
             "do": {"type": "string", "enum": ["frontmatter", "append", "delete", "rename"]},
             "set": {"type": "object"},
             "unset": {"type": "array", "items": _TEXT},
@@ -215,7 +217,7 @@ def input_schema(generated: dict[str, Any], edit: dict[str, Any] | None = None) 
 
 
 def _obj(required: list[str], **fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": fields, "required": required}
+    return {"type": "object", "properties": fields} | ({"required": required} if required else {})
 
 
 # Answers: the types of the top-level fields (the tool descriptions say what they hold); ``{}`` for a field
@@ -225,7 +227,7 @@ _STR: Schema = {"type": "string"}
 _INT: Schema = {"type": "integer"}
 _BOOL: Schema = {"type": "boolean"}
 _ANY: Schema = {}
-_ARRAY: Schema = {"type": "array", "items": {"type": "object"}}
+_ARRAY: Schema = {"type": "array"}  # of objects: the descriptions say their fields
 _LINES: Schema = {"type": "array", "items": _STR}
 _STATUS: Schema = {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]}
 _PAGE: dict[str, Schema] = {

@@ -735,14 +735,14 @@ def _size(value: int) -> str:
 
 
 BATCH_ERRORS = """\
-Errors (nothing written; error.errors: each failing edit {index (0-based), code, message}, error the \
-first; hint: what to do): VERSION_MISMATCH (details.current_version), COUNT_MISMATCH \
-(details.actual_count), else the failed check's code (OLD_NOT_FOUND, PATH_EXISTS...); \
+Errors (nothing written; error.errors: each failing edit {index (0-based), code, message}; \
+hint: what to do): VERSION_MISMATCH (details.current_version), COUNT_MISMATCH \
+(details.actual_count), else the failed check's code (OLD_NOT_FOUND...); \
 TOO_MANY_EDITS, BATCH_TOO_LARGE, BATCH_TOO_COSTLY: split; PLAN_STALE, PLAN_NOT_FOUND: check again; \
 FORBIDDEN: ask the user; RATE_LIMITED, INTERNAL: retry with the same idempotency_key."""
 
 LINK_RULE = """\
-Links (as rewrite_links, find_backlinks, LINK_BROKEN read them; never in code): a markdown link \
+Links (for rewrite_links, find_backlinks, LINK_BROKEN; never in code): a markdown link \
 [t](../b/c.md) is relative to the linking page's folder (/x.md: from the root); .md is added when the path \
 alone is no file. A wikilink [[T]] (also [[T#heading|label]], ![[T]]) tries T.md, then T: [[/T]] is \
 exactly that path from the root; [[dir/name]] is that path from the root, else under wiki/, else any file \
@@ -753,61 +753,59 @@ wiki/a/redis.md and wiki/b/redis.md: {examples}."""
 
 WRITE_BATCH = (
     """\
-Apply typed edits to a wiki as ONE git commit on main: every edit, or nothing at all.
+Apply typed edits to a wiki as ONE git commit on main: every edit or none.
 
-Call it only after the user agreed; for many-page edits check_batch first, show its lines and \
-warnings, commit its plan. Limits: {max_edits} edits, {max_content} sent, {max_file} a file, \
-{max_output} written (rewrites included): split bigger work up front, index and log in the last batch.
+Call it only after the user agreed (many-page edits: check_batch, then commit its plan). Limits: \
+{max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split \
+bigger work up front.
 
-Edits {{op, ...}} apply in order, each on what the ones before left:
+Edits apply in order, each on what the ones before left:
 - create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
 - replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte, \
 once unless replace_all.
 - delete {{path, expected_version, redirect_links_to?}}: redirect_links_to=a page takes its links.
 - rename {{path, new_path, expected_version, rewrite_links?}}: a file, or a folder (no version) and all \
-in it; rewrite_links=true: links follow.
+in it; rewrite_links=true: links to it follow, its own relative links are fixed.
 - append {{path, content, expected_version?}}: text at the end.
 - frontmatter {{path, set?, unset?, expected_version?}}: merge keys into the YAML front matter (added if \
 none).
-- replace_section, append_section {{path, heading, content}}; insert_section_after {{path, heading, \
-new_heading, level, content?}}; remove_section, rename_section {{path, heading, new_heading for rename, \
-rewrite_links? (its links follow, same-page too)}}: heading is page_outline's address (its text if \
-unique); a section includes its subsections; content has no heading line. Guard: expected_version \
-or expected_section_version (page_outline's sections[].version).
-- merge_pages {{path, pages, title?, headings?}}: each page's text (no front matter) appended to path \
-(new: # title; title only then), headings one level deeper unless headings=keep; pages deleted, links \
-follow.
+- section ops {{path, heading, ...}}: replace_section, append_section {{content}}; insert_section_after \
+{{new_heading, level, content?}}; remove_section; rename_section {{new_heading, rewrite_links? (its links \
+follow, same-page too)}}. heading is page_outline's address (its text if unique); new_heading is text, \
+no #; a section includes its subsections; content has no heading line. Guard: expected_version or \
+expected_section_version (page_outline's sections[].version).
+- merge_pages {{path, pages, title?, headings?}}: the pages' text, front matter dropped, appended to \
+path in order, headings one level deeper unless headings=keep; a new path starts # title (default the \
+first page's; title only then); pages deleted, links follow.
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
 new_path (# title); links follow; leave_link=true leaves a [[link]] to it; guard as section ops.
-- retarget_links {{from, to}}: each a page or page#Heading (e.g. wiki/a.md#Old); links to from \
+- retarget_links {{from, to}}: each a page or page#Heading (wiki/a.md#Old): links to from \
 ([[a#Old]], [x](a.md#old)) point to to.
 - replace_across {{prefix, old or pattern, new, expected_count?, outside_code?, select?}}: every page \
-under prefix ('' for all; never raw/; select: each's tests, no prefix). old is exact, case-sensitive \
-(outside_code=true: prose only, link targets too; no code, HTML, front matter); pattern is \
-RE2 over the whole page ((?m) for ^ and $ per line), new may use \\1. expected_count: the total \
-replaced (search_wiki count=true).
+under prefix ('' for all; never raw/) passing select (each's tests but prefix). old is exact, \
+case-sensitive; outside_code=true (old only): prose only, never code, HTML blocks, front matter or link \
+targets (labels are prose). pattern is RE2 over the whole page ((?m) for ^ and $ per line), new may use \\1. \
+expected_count: the total replaced (search_wiki count=true).
 - each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count?, do, \
-its fields}}: do on each .md page selected: frontmatter {{set?, unset?}}, append {{content}}, delete \
-{{redirect_links_to?}} or rename {{new_path, rewrite_links?}} (to new_path/<file name>, flattened). \
-glob: whole path, * in a folder, ** across; frontmatter: {{"status": "archived"}}. expected_count: pages \
-selected, the guard (COUNT_MISMATCH: details.actual_count, pages); unknown: check_batch without it, commit \
-its plan (edits alone: COUNT_REQUIRED).
+its fields}}: do on every .md page under prefix (subfolders too) passing each test: frontmatter \
+{{set?, unset?}}, append {{content}}, delete {{redirect_links_to?}} or rename {{new_path, rewrite_links?}} \
+(into folder new_path, subfolders flattened: same names PATH_EXISTS). glob: whole path, * in a folder, \
+** across; frontmatter: equal values, {{"status": "archived"}}. expected_count: pages selected, the \
+guard; unknown: check_batch without it, commit its plan (edits alone: COUNT_REQUIRED).
 
 expected_version: the version you read (read_page, list_pages); it holds for the whole batch, also after \
-earlier edits changed the page. Required where an op lists it, if the file exists at the start \
-(optional on append, frontmatter); ignored for a path the batch created; other ops and link rewrites \
-take none.
+earlier edits changed the page. Required where listed without ? if the file exists at the start; \
+ignored for a path the batch created; other ops and link rewrites take none.
 
-Zones: wiki/** any op; raw/** create only; index.md, log.md, schema.md: create and edit, never delete \
-or rename.
+Zones: wiki/** any op; raw/** create only; index.md, log.md, schema.md: never delete or rename.
 
 """
     + LINK_RULE.replace("{", "{{").replace("}", "}}").replace("{{examples}}", "{examples}")
     + """
 
-Returns {{job_id, status, commit, edits}}: a line per edit (a plan's: also check_batch's files and \
-checks); queued or running (after 60 s, or wait=false): get_job.
+Returns {{job_id, status, commit, edits}}: a line per edit (with a plan, also its files and checks); \
+queued or running (after 60 s, or wait=false): get_job.
 
 """
     + BATCH_ERRORS.replace("{", "{{").replace("}", "}}")
@@ -820,17 +818,17 @@ commits nothing.
 Run it before write_batch for many-page edits (each, replace_across, merge_pages, moves, link \
 rewrites); show the user its edits, files and warnings. write_batch {{plan}} then commits exactly \
 that, or fails PLAN_STALE if a page it touches changed since (PLAN_NOT_FOUND once expired: 10 minutes \
-by default). An each without expected_count takes every page it selects: the edits and files \
-lines count them (a diff lists each), the plan guards them. To fix edits, send only those: plan \
-(error.plan of a failed check) and amend; a new plan comes back. Edits, versions, zones, limits: as \
-write_batch.
+by default). An each without expected_count takes every page it selects now (its edit line counts them, \
+a diff names each); the plan guards that set. To fix a failed check, send only the fixed edits: \
+plan=error.plan and amend; a new plan comes back. Edits, versions, zones, limits: as write_batch.
 
-Returns {{job_id, status, edits, files, checks, warnings, plan, diff?}}: a line per edit and per changed \
-file (+/- lines, links rewritten, code changed, unnamed: no edit named it); checks {{links {{broken_before, \
-broken_after, ambiguous_after}}, code_changed, unnamed}}: verify with these, not diffs. warnings {{code, \
-path, line?, link?, message}}, never blocking: LINK_BROKEN (fix the link or add the page), NOT_IN_INDEX, \
-NOT_REWRITTEN (raw/), OVERWRITES_BATCH_EDIT (an overwrite drops an earlier edit's change). Errors: as \
-write_batch's."""
+Returns {{job_id, status, edits, files, checks, warnings, plan, diff?}}; queued or running (after 60 s): \
+get_job. A line per edit and per changed file (+/- lines, links rewritten, code changed, unnamed: no edit \
+named it); checks {{links {{broken_before, broken_after, ambiguous_after}}, code_changed, unnamed}}: verify \
+with these, not diffs. warnings {{code, path, line?, link?, message}}, never blocking: LINK_BROKEN (a link \
+to no file: fix it or add the page; #headings are not checked), NOT_IN_INDEX, NOT_REWRITTEN (raw/), \
+OVERWRITES_BATCH_EDIT (an overwrite drops an earlier edit's change). A failed check is an error result \
+{{error {{code, message, errors, plan}}, hint}}, as write_batch's."""
 
 
 # The link rule's examples: wikilinks in LINK_PAGE among LINK_FILES, each with the file it resolves to or
@@ -875,7 +873,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         dict[str, Edit] | None,
         Field(
             description='With plan: {"2": edit} replaces edit 2 (0-based, as error.errors[].index); '
-            "a key equal to the edit count appends."
+            "a key equal to the edit count appends; no edit can be removed."
         ),
     ]
 
@@ -896,8 +894,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         """List the wikis you may read, each with its head commit: {wikis: [{id, head}]}.
 
         Call it first: every wiki argument is an id from here. head is main's commit (null for
-        an empty wiki). A wiki missing here does not exist or is hidden from your token; writing may
-        still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user). Any tool may
+        an empty wiki). A wiki missing here does not exist or is hidden from your token (WIKI_NOT_FOUND
+        elsewhere); writing may still be FORBIDDEN. Errors: UNAUTHORIZED (tell the user). Any tool may
         answer RATE_LIMITED or INTERNAL: wait, retry.
         """
         return await _answered(backend_for(ctx).list_wikis())
@@ -917,8 +915,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         next_cursor}; versions=true: {pages: [{path, version, size}], next_cursor}.
 
         See what exists before planning edits (text: search_wiki; links: find_backlinks). next_cursor not
-        null: call again with the same arguments and cursor=next_cursor. Errors: WIKI_NOT_FOUND,
-        INVALID_BATCH (a foreign cursor: drop it).
+        null: repeat the call with cursor=next_cursor. Errors: INVALID_BATCH (a foreign cursor: drop it).
         """
         try:
             found = await backend_for(ctx).list_pages(wiki, prefix, limit, cursor)
@@ -949,7 +946,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         exactly as stored: copy a replace's old from it. line_numbers=true numbers the lines instead, for
         reading only. The structured content is always exact; a file not valid UTF-8
         comes as encoding base64. Several: read_pages; headings: page_outline. Errors: NOT_FOUND (see
-        list_pages), INVALID_PATH, BATCH_TOO_LARGE (over {max_file}: suggest a clone), WIKI_NOT_FOUND.
+        list_pages), INVALID_PATH, BATCH_TOO_LARGE (over {max_file}: suggest a clone).
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, sections)
@@ -978,8 +975,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
 
         Each page as read_page answers it. A path missing
         (NOT_FOUND), invalid (INVALID_PATH) or over {max_file} (BATCH_TOO_LARGE) is an entry of errors. Past
-        {max_file} in all, the rest is unread: next_cursor not null: call again with the same paths and
-        cursor=next_cursor. Errors: INVALID_BATCH (over {max_paths} paths), WIKI_NOT_FOUND.
+        {max_file} in all, the rest is unread: next_cursor not null: repeat the call with cursor=next_cursor.
+        Errors: INVALID_BATCH (over {max_paths} paths).
         """
         try:
             found = await backend_for(ctx).read_pages(wiki, paths, sections, cursor)
@@ -1003,7 +1000,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         or 'Ops > Paging') as the op's heading and its version as expected_section_version, so edits of
         other sections do not conflict (or the page's version as expected_version). Headings inside code
         are not headings; lines are 1-based, end_line inclusive. Errors: NOT_FOUND (see list_pages),
-        INVALID_PATH, WIKI_NOT_FOUND.
+        INVALID_PATH.
         """
         try:
             page = await backend_for(ctx).read_page(wiki, path, True)
@@ -1034,16 +1031,19 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         count: Annotated[bool, Field(description="Count per page, no lines.")] = False,
     ) -> Annotated[CallToolResult, MatchList]:
         """Find lines at a wiki's head: {matches: [{path, line, text, version}], next_cursor}; count=true:
-        {pages: [{path, count}], total, next_cursor}.
+        {matches: [], pages: [{path, count}], total, next_cursor}.
 
-        Literal text (ASCII case ignored unless case_sensitive) or an RE2 pattern (regex; ^ and $ per line, a
-        match within one line unless multiline); one match per line, by path then line; version is the
-        page's; a very long line is cut around the match (truncated: true). count=true counts per page
-        what replace_across {old: query (regex: pattern), prefix, outside_code} would replace: every
-        occurrence, always case-sensitive, a pattern over the whole page ((?m) for ^ $ per line), raw/ left
-        out; total, over all pages, is its expected_count. next_cursor not null: call again with the same
-        arguments and cursor=next_cursor. Errors: PATTERN_INVALID, INVALID_BATCH (a multi-line query, a
-        foreign cursor, count with regex and outside_code), WIKI_NOT_FOUND.
+        query is literal text (ASCII case ignored unless case_sensitive) or, with regex, an RE2 pattern (^
+        and $ per line; a match stays within one line unless multiline). One match per line, by path then
+        line; version is the page's; a very long line is cut around the match (truncated: true).
+
+        count=true counts, per page, what replace_across with old=query (regex: pattern=query), the same
+        prefix and outside_code would replace: every occurrence, always case-sensitive, a pattern over the
+        whole page ((?m) for ^ $ per line), raw/ left out. total, over all pages, listed or not, is its
+        expected_count.
+
+        next_cursor not null: repeat the call with cursor=next_cursor. Errors: PATTERN_INVALID,
+        INVALID_BATCH (a multi-line query, a foreign cursor, count with regex and outside_code).
         """
         try:
             found = await backend_for(ctx).search(
@@ -1070,15 +1070,15 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         limit: Annotated[int, Field(ge=1, le=10_000, description="At most this many links.")] = 1000,
         cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,
     ) -> Annotated[CallToolResult, BacklinkList]:
-        """List every link to a page at a wiki's head: {path, version, backlinks: [{path, line, text,
+        """List every link to a page at a wiki's head: {path, version, commit, backlinks: [{path, line, text,
         version}], next_cursor}.
 
-        Every link outside code that resolves to the page (the rule: write_batch), by page and line, as
-        written, with the linking page's version. Before a rename, split or delete: rewrite_links,
-        redirect_links_to, extract_section, retarget_links fix them (never in raw/).
-        next_cursor not null: call again with the same arguments and cursor=next_cursor. Errors:
+        Every link outside code that resolves to the page (rule: write_batch's Links), with or without a
+        #heading (not the page's own #links), by page and line, as written, with the linking page's version.
+        Before a rename, split or delete: rewrite_links, redirect_links_to, extract_section, retarget_links
+        fix them (never in raw/). next_cursor not null: repeat the call with cursor=next_cursor. Errors:
         NOT_FOUND (see list_pages; links to a missing page: search_wiki), INVALID_PATH, INVALID_BATCH (a
-        foreign cursor: drop it), WIKI_NOT_FOUND.
+        foreign cursor: drop it).
         """
         try:
             found = await backend_for(ctx).backlinks(wiki, path, limit, cursor)
@@ -1134,17 +1134,10 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             str | None, Field(max_length=100, description="With amend: a check's plan or error.plan.")
         ] = None,
         amend: Amend = None,
-        message: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=10_000,
-                description="Never committed.",
-            ),
-        ] = "check",
+        message: Annotated[str | None, Field(max_length=10_000, description="Never committed.")] = None,
         diff: DiffPaths = None,
     ) -> Annotated[CallToolResult, CheckOutcome]:
-        batch = batch_of(message, edits, plan, amend, True)
+        batch = batch_of(message or "check", edits, plan, amend, True)
         if isinstance(batch, CallToolResult):
             return batch
         job = await run_batch(ctx, wiki, batch, MAX_WAIT, None)

@@ -35,13 +35,14 @@ from api.mcp.tools import (
     wanted,
 )
 from worker.engine import DictHead, blob_id, check_static, preflight, review
+from worker.engine.backlinks import find_backlinks
 from worker.engine.markdown.links import find_links, resolve_target
 from worker.engine.paths import DEFAULT_POLICY
 from worker.errors import CODES, BatchRejected
 from worker.jobs.results import job_result
 from worker.schema import answers
 from worker.schema.answers import EditError, ErrorInfo, FileDiff
-from worker.schema.edits import OPS, Batch, Edit, EditModel, Limits
+from worker.schema.edits import OPS, Batch, Edit, EditModel, Limits, PlanSubmission
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
@@ -136,12 +137,14 @@ def test_write_batch_states_a_version_rule_an_agent_cannot_trip() -> None:
 
 
 def test_the_each_text_is_what_the_engine_does() -> None:
-    """write_batch's each: a rename moves each page to new_path/<file name> (subfolders flattened), the
-    glob matches the whole path; without expected_count a dry run takes every page picked, while edits
-    written without a plan are COUNT_REQUIRED. Both descriptions give that flow: check, then the plan."""
+    """write_batch's each: the prefix picks pages in subfolders too, a rename moves each page to
+    new_path/<file name> (subfolders flattened, so two pages of one name clash: PATH_EXISTS), the glob
+    matches the whole path; without expected_count a dry run takes every page picked, while edits written
+    without a plan are COUNT_REQUIRED. Both descriptions give that flow: check, then the plan."""
     found = tools()
     write, check = found["write_batch"].description, found["check_batch"].description
-    assert "(to new_path/<file name>, flattened)" in write and "glob: whole path" in write
+    assert "under prefix (subfolders too)" in write and "glob: whole path" in write
+    assert "(into folder new_path, subfolders flattened: same names PATH_EXISTS)" in write
     assert "check_batch without it, commit its plan (edits alone: COUNT_REQUIRED)" in write
     assert "An each without expected_count takes every page it selects" in check
     each_family = found["write_batch"].input_schema["properties"]["edits"]["items"]["anyOf"][5]
@@ -157,6 +160,10 @@ def test_the_each_text_is_what_the_engine_does() -> None:
     with pytest.raises(BatchRejected) as refused:
         check_static(Batch(message="m", edits=[edit]))
     assert refused.value.code == "COUNT_REQUIRED"
+    clash = DictHead({"wiki/p/a.md": b"# A\n", "wiki/p/x/a.md": b"# A too\n"})
+    with pytest.raises(BatchRejected) as refused:
+        preflight(clash, [edit])
+    assert refused.value.code == "PATH_EXISTS"
 
 
 def test_amend_indexes_and_section_addresses_are_stated_as_the_server_takes_them() -> None:
@@ -298,7 +305,8 @@ def test_keywords_finds_nested_keywords() -> None:
 
 
 def test_lean_drops_what_hosts_refuse_and_keeps_the_rest() -> None:
-    """A generated schema loses titles, patterns and null options; descriptions, bounds, defaults stay."""
+    """A generated schema loses titles, patterns and null options; descriptions, bounds (of lists too),
+    defaults stay."""
     generated = {
         "title": "Args",
         "type": "object",
@@ -306,6 +314,13 @@ def test_lean_drops_what_hosts_refuse_and_keeps_the_rest() -> None:
             "wiki": {"title": "Wiki", "type": "string", "pattern": "^[a-z]+$", "description": "id"},
             "cursor": {"anyOf": [{"type": "string", "maxLength": 9}, {"type": "null"}], "default": None},
             "limit": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
+            "paths": {
+                "title": "Paths",
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "maxItems": 3,
+            },
         },
         "required": ["wiki"],
     }
@@ -315,6 +330,7 @@ def test_lean_drops_what_hosts_refuse_and_keeps_the_rest() -> None:
             "wiki": {"type": "string", "description": "id"},
             "cursor": {"type": "string", "maxLength": 9},
             "limit": {"type": "integer", "minimum": 1, "maximum": 5, "default": 2},
+            "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
         },
         "required": ["wiki"],
     }
@@ -360,7 +376,7 @@ def test_answer_schemas_name_only_fields_the_answers_have() -> None:
         model = models[name]
         schema = tool.output_schema
         assert schema is not None and set(schema["properties"]) <= set(model.model_fields), name
-        for field in schema["required"]:
+        for field in schema.get("required", []):
             assert model.model_fields[field].is_required(), (name, field)
         if model not in (Outline, CheckOutcome, WriteOutcome, JobOutcome):
             jsonschema.validate(_instance(model), schema)
@@ -706,7 +722,7 @@ def test_code_a_batch_changes_is_counted_where_it_changed() -> None:
 def test_the_read_tools_size_their_answers_and_say_more_one_way() -> None:
     """search_wiki takes outside_code, multiline and count (replace_count is gone: count says it), list_pages
     answers names unless versions=true, read_pages takes a cursor, and every read tool that may cut its
-    answer says "more" the same way: next_cursor not null, call again with cursor=next_cursor."""
+    answer says "more" the same way: next_cursor not null, repeat the call with cursor=next_cursor."""
     found = tools()
     search = found["search_wiki"].input_schema["properties"]
     assert {"outside_code", "multiline", "count"} <= set(search) and "replace_count" not in search
@@ -716,7 +732,7 @@ def test_the_read_tools_size_their_answers_and_say_more_one_way() -> None:
     for name in ("list_pages", "read_pages", "search_wiki", "find_backlinks"):
         description = found[name].description
         said = description.replace("(truncated: true)", "")  # search_wiki's mark on one cut line
-        assert "next_cursor not null: call again with the same" in description, name
+        assert "next_cursor not null: repeat the call with cursor=next_cursor" in description, name
         assert "truncated" not in said, name
         assert "next_cursor" in found[name].output_schema["properties"], name
     assert "expected_count" in found["search_wiki"].description  # what a count is for
@@ -737,3 +753,89 @@ def test_each_edit_family_requires_what_the_server_requires_of_its_ops() -> None
         ]
         assert all(required <= fields for fields in needed), (ops, required, needed)
         assert set.intersection(*needed) <= required, (ops, required, needed)
+
+
+def _dry_run(files: dict[str, str], edit: dict[str, Any]) -> tuple[dict[str, str | None], list[str]]:
+    """What ``edit`` makes of ``files`` (a path's new text, None once gone) and its warnings' codes."""
+    head = DictHead({path: text.encode() for path, text in files.items()})
+    plan = preflight(head, [EDIT.validate_python(edit)])
+    texts = {
+        path: None if change is None else head.read(change.source) if change.data is None else change.data
+        for path, change in plan.changes.items()
+    }
+    warnings = [warning.code for warning in review(head, plan, DEFAULT_POLICY).warnings]
+    return {path: None if data is None else data.decode() for path, data in texts.items()}, warnings
+
+
+def test_the_op_texts_are_what_the_engine_does() -> None:
+    """What write_batch says of prose, moves, merges and headings, checked on the engine: outside_code
+    leaves code and link targets alone but changes labels; a rename with rewrite_links fixes the moved
+    page's own relative links; merged pages lose their front matter; a renamed section keeps its level and
+    takes new_heading as written (a '#' in it would be text)."""
+    write = tools()["write_batch"].description
+    prose = "outside_code=true (old only): prose only, never code, HTML blocks, front matter or link targets"
+    assert prose + " (labels are prose)" in write and "link targets too" not in write
+    page = "A recieve, [recieve](recieve.md#recieve), [[recieve|recieve]], `recieve`.\n"
+    across = {"op": "replace_across", "prefix": "wiki/", "old": "recieve", "new": "receive"}
+    changed, _ = _dry_run({"wiki/p.md": page, "wiki/recieve.md": "# R\n"}, across | {"outside_code": True})
+    fixed = "A receive, [receive](recieve.md#recieve), [[recieve|receive]], `recieve`.\n"
+    assert changed["wiki/p.md"] == fixed
+
+    assert "rewrite_links=true: links to it follow, its own relative links are fixed." in write
+    files = {"wiki/a/p.md": "See [s](../specs/x.md).\n", "wiki/specs/x.md": "# X\n"}
+    version = blob_id(files["wiki/a/p.md"].encode())
+    move = {"op": "rename", "path": "wiki/a/p.md", "new_path": "wiki/b/c/p.md", "expected_version": version}
+    changed, _ = _dry_run(files, move | {"rewrite_links": True})
+    assert changed["wiki/b/c/p.md"] == "See [s](../../specs/x.md).\n"
+
+    assert "the pages' text, front matter dropped, appended to path in order" in write
+    teams = {"wiki/t1.md": "---\nowner: a\n---\n# A\n\na\n", "wiki/t2.md": "---\nowner: b\n---\n# B\n\nb\n"}
+    merge = {"op": "merge_pages", "path": "wiki/teams.md", "pages": ["wiki/t1.md", "wiki/t2.md"]}
+    changed, _ = _dry_run(teams, merge)
+    assert changed["wiki/teams.md"] == "# A\n\n## A\n\na\n\n## B\n\nb\n"
+
+    assert "new_heading is text, no #" in write
+    ops = {"wiki/ir.md": "# IR\n\n### Paging\n\nx\n"}
+    rename = {"op": "rename_section", "path": "wiki/ir.md", "heading": "Paging", "new_heading": "On-call"}
+    changed, _ = _dry_run(ops, rename | {"expected_version": blob_id(ops["wiki/ir.md"].encode())})
+    assert changed["wiki/ir.md"] == "# IR\n\n### On-call\n\nx\n"
+
+
+def test_heading_links_are_backlinks_and_never_link_broken() -> None:
+    """find_backlinks lists links to a page with or without a #heading, not the page's own #links; a
+    stale #heading is no LINK_BROKEN (only a missing file is), as check_batch says, so rename_section
+    without rewrite_links leaves such links unflagged."""
+    found = tools()
+    assert "with or without a #heading (not the page's own #links)" in found["find_backlinks"].description
+    assert "LINK_BROKEN (a link to no file: fix it or add the page; #headings are not checked)" in (
+        found["check_batch"].description
+    )
+    files = {
+        "wiki/ir.md": "# IR\n\n## Paging\n\nSee [[#Paging]].\n",
+        "wiki/a.md": "[[ir#Paging]], [x](ir.md#paging), [[ir]]\n",
+    }
+    head = DictHead({path: text.encode() for path, text in files.items()})
+    links = [found_link.text for found_link in find_backlinks(head, "wiki/ir.md")]
+    assert links == ["[[ir#Paging]]", "[x](ir.md#paging)", "[[ir]]"]
+    rename = {"op": "rename_section", "path": "wiki/ir.md", "heading": "Paging", "new_heading": "On-call"}
+    _, warnings = _dry_run(files, rename | {"expected_version": blob_id(files["wiki/ir.md"].encode())})
+    assert warnings == []
+
+
+def test_check_batch_states_its_unfinished_and_failed_answers() -> None:
+    """check_batch may answer a job still queued or running (then get_job), and a failed check is an error
+    result carrying error.plan; amend replaces or appends edits, never removes one (a null edit is
+    refused); search_wiki's count answers keep an empty matches, which its answer schema requires."""
+    found = tools()
+    check = found["check_batch"].description
+    assert "queued or running (after 60 s): get_job" in check
+    assert "A failed check is an error result {error {code, message, errors, plan}, hint}" in check
+    amend = found["check_batch"].input_schema["properties"]["amend"]["description"]
+    assert "no edit can be removed" in amend
+    with pytest.raises(ValidationError):
+        PlanSubmission.model_validate({"plan": "plan-x", "amend": {"0": None}})
+    search = found["search_wiki"]
+    assert "count=true: {matches: [], pages: [{path, count}], total, next_cursor}" in search.description
+    counted = answers.MatchList(matches=[], pages=[], total=0)
+    assert search.output_schema is not None and search.output_schema["required"] == ["matches"]
+    jsonschema.validate(counted.model_dump(mode="json", exclude_unset=True), search.output_schema)

@@ -247,8 +247,9 @@ class Rename(_Edit):
         bool,
         Field(
             description="Also rewrite, in every page, the links to the moved file(s) so they point to the "
-            "new place (wikilinks, embeds, relative markdown links; never inside code). Pages under raw/ "
-            "are never changed. applied gets one rewrite_links entry per rewritten page."
+            "new place (wikilinks, embeds, relative markdown links; never inside code), and the relative "
+            "links inside the moved pages so they still resolve. Pages under raw/ are never changed. "
+            "applied gets one rewrite_links entry per rewritten page."
         ),
     ] = False
 
@@ -317,7 +318,13 @@ class RenameSection(_SectionEdit):
     """Change a section's heading text, keeping its level and style."""
 
     op: Literal["rename_section"] = Field(description="The op: rename_section.")
-    new_heading: Annotated[str, Field(json_schema_extra=NON_EMPTY, description="The new heading text.")]
+    new_heading: Annotated[
+        str,
+        Field(
+            json_schema_extra=NON_EMPTY,
+            description="The new heading text, without '#' (the heading keeps its level and style).",
+        ),
+    ]
     rewrite_links: Annotated[
         bool,
         Field(
@@ -426,7 +433,13 @@ class PageTests(_Strict):
         str | None,
         Field(json_schema_extra=NON_EMPTY, description="And whose text holds this, case-sensitive."),
     ] = None
-    outside_code: Annotated[bool, Field(description="contains counts only in prose, not in code.")] = False
+    outside_code: Annotated[
+        bool,
+        Field(
+            description="contains counts only in prose, as replace_across's outside_code: not in code, HTML "
+            "blocks, the front matter or a link's target."
+        ),
+    ] = False
 
 
 class ReplaceAcross(_Strict):
@@ -475,8 +488,9 @@ class ReplaceAcross(_Strict):
     outside_code: Annotated[
         bool,
         Field(
-            description="Replace old only in prose, where links live (their targets are replaced too): "
-            "never in code blocks, inline code, HTML blocks or the front matter (with old, not pattern)."
+            description="Replace old only in prose: never in code blocks, inline code, HTML blocks, the "
+            "front matter or a link's target and #fragment (its label and title are prose), so a word fixed "
+            "in prose never breaks a link (with old, not pattern)."
         ),
     ] = False
     select: Annotated[
@@ -513,7 +527,8 @@ class MergePages(_Edit):
         str | None,
         Field(
             json_schema_extra=NON_EMPTY,
-            description="path's '# ' heading when path is new (default: the first page's).",
+            description="path's '# ' heading when path is new (default: the first page's first '# ' "
+            "heading, else its file name); INVALID_BATCH when path exists.",
         ),
     ] = None
     headings: Literal["demote", "keep"] = Field(
@@ -561,7 +576,11 @@ class Each(_Strict):
     unset: Annotated[list[str] | None, Field(description="frontmatter: keys to remove.")] = None
     content: Annotated[str | None, Field(json_schema_extra=NON_EMPTY, description="append: the text.")] = None
     new_path: Annotated[
-        str | None, Field(description="rename: the folder the pages move into, e.g. wiki/archive.")
+        str | None,
+        Field(
+            description="rename: the folder the pages move into, e.g. wiki/archive, each under its file name "
+            "(subfolders flattened: two pages of one name are PATH_EXISTS)."
+        ),
     ] = None
     rewrite_links: Annotated[bool, Field(description="rename: repoint the links to the moved pages.")] = False
     redirect_links_to: Annotated[
