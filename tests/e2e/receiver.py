@@ -1,4 +1,10 @@
-"""A real HTTP webhook receiver on loopback whose answers a test scripts per path."""
+"""A real HTTP webhook receiver on loopback whose answers a test scripts per path.
+
+A scripted answer is a status and headers, optionally a body, or ``HANG``: no answer at all, the request held
+until the sender hangs up (what a sender's timeout meets). Every request is recorded (method, path with its
+query, headers, body) before it is answered, so a sender that has its answer, or gave up waiting for it,
+finds its request recorded (``at``, ``wait_for``).
+"""
 
 from __future__ import annotations
 
@@ -17,14 +23,20 @@ class Delivery:
     path: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
 
-Answer = tuple[int, dict[str, str]]
+class Hang:
+    """The type of ``HANG``: no answer, the request recorded, then held until the sender hangs up."""
+
+
+HANG = Hang()
+Answer = tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes] | Hang
 
 
 @dataclass
 class Receiver:
-    """Records every POST; ``script[path]`` gives the answers in order (the last one repeats)."""
+    """Records every POST and GET; ``script[path]`` gives the answers in order (the last one repeats)."""
 
     port: int = 0
     script: dict[str, list[Answer]] = field(default_factory=dict)
@@ -65,17 +77,27 @@ def running_receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             with receiver.arrived:  # recorded before answering: a sender that has its answer finds it here
-                receiver.deliveries.append(Delivery(self.path, dict(self.headers.items()), body))
+                delivery = Delivery(self.path, dict(self.headers.items()), body, self.command)
+                receiver.deliveries.append(delivery)
+                answer = receiver.answer(self.path)  # in arrival order
                 receiver.arrived.notify_all()
             pause = receiver.delay.get(self.path, 0.0)
             if pause:
                 time.sleep(pause)  # a slow receiver is the behaviour under test
-            status, headers = receiver.answer(self.path)
+            if isinstance(answer, Hang):
+                self.close_connection = True
+                self.rfile.read(1)  # returns once the sender hangs up (it gave up waiting)
+                return
+            status, headers = answer[0], answer[1]
+            content = answer[2] if len(answer) == 3 else b""
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.send_header("content-length", "0")
+            self.send_header("content-length", str(len(content)))
             self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST  # recorded too: a followed redirect would show
 
         def log_message(self, *args: object) -> None:
             pass

@@ -1,84 +1,128 @@
-"""Webhook delivery in process: ``httpx.MockTransport`` is the receiver, the test is the scheduler.
+"""Webhook delivery in process: the production ``WebhookSender`` POSTs to a real receiver on loopback
+(``tests.e2e.receiver``), the test is the scheduler.
 
 A job is submitted through the app and run by the in-process worker, which hands its webhook to the
 outbox (no taker runs in process: the tests below drive one). The test then calls the arq job function
-``deliver_webhook(ctx, job_id, round, attempt)`` itself,
-attempt after attempt, with a context holding the production webhook client over a ``MockTransport``, the
-signer, and a seeded ``random.Random``. The delay each retry was queued with is read back from arq
-(``Job.info()``: score minus enqueue time), so the schedule is checked exactly without waiting for it.
+``deliver_webhook(ctx, job_id, round, attempt)`` itself, attempt after attempt, with a context holding a
+``WebhookSender`` built as a worker builds it (private addresses allowed, as in every test deployment),
+the signer, and a seeded ``random.Random``. Each test has paths of its own on the module's receiver,
+scripted with the answers it needs (a status, headers such as ``Retry-After``, a body, or no answer until
+the sender times out), and reads back the requests that arrived there: the receiver records each before
+answering it. The delay each retry was queued with is read back from arq (``Job.info()``: score minus
+enqueue time), so the schedule is checked exactly without waiting for it.
 """
 
 from __future__ import annotations
 
-import asyncio
+import errno
+import itertools
 import json
 import random
-from collections.abc import AsyncIterator, Callable
+import re
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
-import httpx
 import pytest
 import pytest_asyncio
 from arq.jobs import Job
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.e2e.receiver import running_receiver
+from tests.e2e.receiver import HANG, Answer, Delivery, Receiver, running_receiver
 from tests.service.harness import TEST_SECRET, Deployment, create
 from worker import keys
 from worker.jobs.context import JobContext
 from worker.jobs.payloads import loads
-from worker.webhooks.deliver import deliver_webhook, send, signer_for, webhook_client
+from worker.webhooks.deliver import deliver_webhook, send, signer_for
 from worker.webhooks.http import WebhookSender
 from worker.webhooks.taker import Taker
 
 SCHEDULE = (0.0, 5.0, 300.0, 1800.0)
 SETTINGS = {"webhook_retry_schedule": SCHEDULE}
-URL = "http://receiver.test/hook?token=capability"
-Reply = httpx.Response | Exception
+URL = "http://receiver.test/hook?token=capability"  # for jobs whose webhook no test sends
+TIMEOUT = 0.5  # seconds a sender waits in the tests that meet a timeout (the others: the deployment's)
+UNACCEPTED, REFUSED = "unaccepted", "refused"  # where a POST meets no receiver (``meeting``)
+_serial = itertools.count()
 
 
-class Receiver:
-    """A scripted receiver: answers each request with the next reply (the last one repeats)."""
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    """The module's receiver on loopback; each test scripts paths of its own on it."""
+    with running_receiver() as running:
+        yield running
 
-    def __init__(self, *replies: Reply) -> None:
-        self.replies = list(replies) or [httpx.Response(200)]
-        self.requests: list[httpx.Request] = []
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+def fresh() -> str:
+    """A path prefix no other test of the module uses."""
+    return f"/t{next(_serial)}"
 
-    def headers(self, n: int) -> dict[str, str]:
-        """The headers of request ``n``, lower-cased."""
-        return {k.lower(): v for k, v in self.requests[n].headers.items()}
+
+def scripted(receiver: Receiver, *answers: Answer, name: str = "hook") -> str:
+    """A path of its own on ``receiver``, with a query as a capability URL has, answering ``answers`` in
+    order (the last one repeats; 200 when none)."""
+    path = f"{fresh()}/{name}?token=capability"
+    if answers:
+        receiver.script[path] = list(answers)
+    return path
+
+
+def under(receiver: Receiver, prefix: str) -> list[str]:
+    """The paths of the requests that arrived under ``prefix``, sorted."""
+    with receiver.arrived:
+        return sorted(d.path for d in receiver.deliveries if d.path.startswith(prefix + "/"))
+
+
+def headers_of(request: Delivery) -> dict[str, str]:
+    """The headers of ``request``, names lower-cased."""
+    return {name.lower(): value for name, value in request.headers.items()}
+
+
+@contextmanager
+def meeting(receiver: Receiver, reply: Answer | str) -> Iterator[str]:
+    """A webhook URL where a POST meets ``reply``: a path of its own on ``receiver`` answering it; for
+    ``UNACCEPTED`` a loopback listener that accepts nothing and whose queue is full (Linux drops the SYN:
+    the connect never completes); for ``REFUSED`` a loopback port bound, held, and not listening."""
+    if not isinstance(reply, str):
+        yield receiver.url(scripted(receiver, reply))
+    elif reply == UNACCEPTED:
+        with socket.create_server(("127.0.0.1", 0), backlog=0) as listener:
+            port = listener.getsockname()[1]
+            with socket.create_connection(("127.0.0.1", port)):  # the one connection its queue holds
+                yield f"http://127.0.0.1:{port}/hook?token=capability"
+    else:
+        assert reply == REFUSED, reply
+        with socket.socket() as bound:
+            bound.bind(("127.0.0.1", 0))
+            yield f"http://127.0.0.1:{bound.getsockname()[1]}/hook?token=capability"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def hook(dep: Deployment) -> AsyncIterator[Callable[..., JobContext]]:
-    """``hook(receiver, seed)``: a delivery context sending through the production client to ``receiver``."""
-    clients: list[httpx.AsyncClient] = []
+    """``hook(seed, timeout)``: a delivery context sending with the production ``WebhookSender``, built as
+    a worker builds it (``timeout``: the deployment's unless given)."""
+    senders: list[WebhookSender] = []
 
-    def build(receiver: Receiver, seed: int = 7) -> JobContext:
-        http = webhook_client(False, dep.settings.webhook_timeout, transport=httpx.MockTransport(receiver))
-        clients.append(http)
+    def build(seed: int = 7, timeout: float | None = None) -> JobContext:
+        settings = dep.settings
+        http = WebhookSender(settings.webhook_allow_private, timeout or settings.webhook_timeout)
+        senders.append(http)
         ctx = dep.worker.context()
         ctx["http"] = http
         ctx["signer"] = signer_for(TEST_SECRET)
         ctx["rng"] = random.Random(seed)
         return ctx
 
+    assert dep.settings.webhook_allow_private  # the receiver is on loopback
     yield build
-    for client in clients:
-        await client.aclose()
+    for sender in senders:
+        await sender.aclose()
 
 
 async def finished_job(
-    dep: Deployment, edits: list[dict[str, Any]] | None = None, url: str = URL
+    dep: Deployment, url: str, edits: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """A job with ``webhook.url`` run to its end by the worker (its first attempt waits in the outbox)."""
     wiki = await dep.new_wiki("hooks")
@@ -107,24 +151,26 @@ async def webhook_of(dep: Deployment, job_id: str) -> dict[str, Any]:
     return dict(answer.json()["webhook"])
 
 
-async def test_delivery_is_signed_and_verifies(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+async def test_delivery_is_signed_and_verifies(
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
+) -> None:
     """The receiver verifies the signature with standardwebhooks; a tampered body or another secret fails."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(200))
-    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
-    (request,) = receiver.requests
-    assert (request.method, str(request.url)) == ("POST", URL)
-    headers = receiver.headers(0)
+    path = scripted(receiver, (200, {}, b"thanks"))
+    job = await finished_job(dep, receiver.url(path))
+    assert await deliver_webhook(hook(), job["job_id"], 0, 0) == "delivered"
+    (request,) = receiver.at(path)
+    headers = headers_of(request)
+    assert (request.method, request.path, headers["host"]) == ("POST", path, f"127.0.0.1:{receiver.port}")
     assert headers["content-type"] == "application/json"
     assert headers["webhook-id"] == f"msg_{job['job_id']}"
-    event = Webhook(TEST_SECRET).verify(request.content, headers)
+    event = Webhook(TEST_SECRET).verify(request.body, headers)
     assert event["type"] == "batch.succeeded"
     assert event["data"] == job | {"webhook": event["data"]["webhook"]}  # the finished job, as submitted
     assert event["data"]["result"]["commit"] == job["result"]["commit"]
     with pytest.raises(WebhookVerificationError):
-        Webhook(TEST_SECRET).verify(request.content.replace(b"succeeded", b"failed"), headers)
+        Webhook(TEST_SECRET).verify(request.body.replace(b"succeeded", b"failed"), headers)
     with pytest.raises(WebhookVerificationError):
-        Webhook("whsec_" + "QUJD" * 8).verify(request.content, headers)
+        Webhook("whsec_" + "QUJD" * 8).verify(request.body, headers)
     webhook = await webhook_of(dep, job["job_id"])
     assert webhook["state"] == "delivered"
     (attempt,) = webhook["attempts"]
@@ -134,15 +180,16 @@ async def test_delivery_is_signed_and_verifies(dep: Deployment, hook: Callable[.
 
 
 async def test_failed_job_is_announced_as_batch_failed(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """A batch the worker refuses is POSTed as batch.failed with the job's error."""
+    path = scripted(receiver, (204, {}))
     edits = [{"op": "delete", "path": "wiki/missing.md", "expected_version": "0" * 40}]
-    job = await finished_job(dep, edits)
+    job = await finished_job(dep, receiver.url(path), edits)
     assert job["status"] == "failed"
-    receiver = Receiver(httpx.Response(204))
-    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "delivered"
-    event = Webhook(TEST_SECRET).verify(receiver.requests[0].content, receiver.headers(0))
+    assert await deliver_webhook(hook(), job["job_id"], 0, 0) == "delivered"
+    (request,) = receiver.at(path)
+    event = Webhook(TEST_SECRET).verify(request.body, headers_of(request))
     assert event["type"] == "batch.failed"
     assert event["data"]["job_id"] == job["job_id"]
     assert event["data"]["error"] == job["error"]
@@ -150,35 +197,42 @@ async def test_failed_job_is_announced_as_batch_failed(
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
-async def test_any_2xx_is_delivery(dep: Deployment, hook: Callable[..., JobContext], status: int) -> None:
+async def test_any_2xx_is_delivery(
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver, status: int
+) -> None:
     """Any 2xx answer is delivery: one attempt, state delivered, nothing more queued."""
-    job = await finished_job(dep)
-    assert await deliver_webhook(hook(Receiver(httpx.Response(status))), job["job_id"], 0, 0) == "delivered"
+    job = await finished_job(
+        dep, receiver.url(scripted(receiver, (status, {}, b"" if status == 204 else b"ok")))
+    )
+    assert await deliver_webhook(hook(), job["job_id"], 0, 0) == "delivered"
     webhook = await webhook_of(dep, job["job_id"])
     assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("delivered", [status])
     assert await queued_delay(dep, job["job_id"], 0, 1) is None
 
 
-async def test_410_stops_after_one_attempt(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+async def test_410_stops_after_one_attempt(
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
+) -> None:
     """A 410 answer ends delivery at once: one attempt, state failed, no retry queued."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(410))
-    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "failed"
+    path = scripted(receiver, (410, {}, b"gone"))
+    job = await finished_job(dep, receiver.url(path))
+    assert await deliver_webhook(hook(), job["job_id"], 0, 0) == "failed"
     webhook = await webhook_of(dep, job["job_id"])
     assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("failed", [410])
     assert await queued_delay(dep, job["job_id"], 0, 1) is None
-    assert len(receiver.requests) == 1
+    assert len(receiver.at(path)) == 1
 
 
-RETRIED: list[tuple[str, Reply, int | None, str | None]] = [
-    ("500", httpx.Response(500), 500, None),
-    ("502", httpx.Response(502), 502, None),
-    ("503", httpx.Response(503), 503, None),
-    ("404", httpx.Response(404), 404, None),
-    ("429", httpx.Response(429), 429, None),
-    ("read-timeout", httpx.ReadTimeout("slow"), None, "timeout"),
-    ("connect-timeout", httpx.ConnectTimeout("slow"), None, "timeout"),
-    ("connection-refused", httpx.ConnectError("refused"), None, "ConnectError: refused"),
+# what a POST meets, the attempt's status, and its error (a pattern, matched in full)
+RETRIED: list[tuple[str, Answer | str, int | None, str | None]] = [
+    ("500", (500, {}, b"oops"), 500, None),
+    ("502", (502, {}), 502, None),
+    ("503", (503, {}), 503, None),
+    ("404", (404, {}, b"not here"), 404, None),
+    ("429", (429, {}), 429, None),
+    ("read-timeout", HANG, None, "timeout"),
+    ("connect-timeout", UNACCEPTED, None, "timeout"),
+    ("connection-refused", REFUSED, None, rf"ConnectError: \[Errno {errno.ECONNREFUSED}\] .*"),
 ]
 
 
@@ -186,15 +240,26 @@ RETRIED: list[tuple[str, Reply, int | None, str | None]] = [
     ("reply", "status", "error"), [pytest.param(r, s, e, id=n) for n, r, s, e in RETRIED]
 )
 async def test_failures_are_retried_on_the_schedule_with_jitter(
-    dep: Deployment, hook: Callable[..., JobContext], reply: Reply, status: int | None, error: str | None
+    dep: Deployment,
+    hook: Callable[..., JobContext],
+    receiver: Receiver,
+    reply: Answer | str,
+    status: int | None,
+    error: str | None,
 ) -> None:
     """5xx, other non-2xx, timeouts and connection errors: recorded, then the next attempt is queued after the
     schedule's delay times a jitter drawn from the injected random source, within ±20 %."""
-    job = await finished_job(dep)
-    assert await deliver_webhook(hook(Receiver(reply), seed=11), job["job_id"], 0, 0) == "pending"
+    with meeting(receiver, reply) as url:
+        job = await finished_job(dep, url)
+        ctx = hook(seed=11, timeout=TIMEOUT if error == "timeout" else None)
+        assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "pending"
     webhook = await webhook_of(dep, job["job_id"])
     (attempt,) = webhook["attempts"]
-    assert (attempt["status"], attempt["error"]) == (status, error)
+    assert attempt["status"] == status
+    if error is None:
+        assert attempt["error"] is None
+    else:
+        assert re.fullmatch(error, attempt["error"]), attempt["error"]
     delay = await queued_delay(dep, job["job_id"], 0, 1)
     expected = SCHEDULE[1] * random.Random(11).uniform(0.8, 1.2)
     assert delay is not None and abs(delay - expected) <= 0.001, (delay, expected)
@@ -202,14 +267,12 @@ async def test_failures_are_retried_on_the_schedule_with_jitter(
 
 
 async def test_three_failures_then_200_is_four_attempts_with_one_id(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """500, timeout, 503, 200: four POSTs of one body under one webhook-id, each retry on the schedule."""
-    job = await finished_job(dep)
-    receiver = Receiver(
-        httpx.Response(500), httpx.ReadTimeout("slow"), httpx.Response(503), httpx.Response(200)
-    )
-    ctx = hook(receiver, seed=3)
+    path = scripted(receiver, (500, {}), HANG, (503, {}), (200, {}))
+    job = await finished_job(dep, receiver.url(path))
+    ctx = hook(seed=3, timeout=TIMEOUT)
     replay = random.Random(3)
     for attempt in range(3):
         assert await deliver_webhook(ctx, job["job_id"], 0, attempt) == "pending"
@@ -217,10 +280,12 @@ async def test_three_failures_then_200_is_four_attempts_with_one_id(
         expected = SCHEDULE[attempt + 1] * replay.uniform(0.8, 1.2)
         assert delay is not None and abs(delay - expected) <= 0.001, (attempt, delay, expected)
     assert await deliver_webhook(ctx, job["job_id"], 0, 3) == "delivered"
-    assert len({r.content for r in receiver.requests}) == 1
-    assert {receiver.headers(n)["webhook-id"] for n in range(4)} == {f"msg_{job['job_id']}"}
-    for n in range(4):
-        Webhook(TEST_SECRET).verify(receiver.requests[n].content, receiver.headers(n))
+    receiver.wait_for(lambda: len(receiver.at(path)) == 4)  # the one it gave up on included
+    requests = receiver.at(path)
+    assert len({r.body for r in requests}) == 1
+    assert {headers_of(r)["webhook-id"] for r in requests} == {f"msg_{job['job_id']}"}
+    for request in requests:
+        Webhook(TEST_SECRET).verify(request.body, headers_of(request))
     webhook = await webhook_of(dep, job["job_id"])
     assert webhook["state"] == "delivered"
     assert [(a["status"], a["error"]) for a in webhook["attempts"]] == [
@@ -233,26 +298,28 @@ async def test_three_failures_then_200_is_four_attempts_with_one_id(
 
 
 async def test_schedule_exhausted_is_failed_with_every_attempt(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """A receiver that always answers 503 gets one attempt per schedule entry, then the state is failed."""
-    job = await finished_job(dep)
-    ctx = hook(Receiver(httpx.Response(503)))
+    path = scripted(receiver, (503, {}))
+    job = await finished_job(dep, receiver.url(path))
+    ctx = hook()
     states = [await deliver_webhook(ctx, job["job_id"], 0, attempt) for attempt in range(len(SCHEDULE))]
     assert states == ["pending"] * (len(SCHEDULE) - 1) + ["failed"]
     webhook = await webhook_of(dep, job["job_id"])
     assert webhook["state"] == "failed"
     assert [a["status"] for a in webhook["attempts"]] == [503] * len(SCHEDULE)
     assert await queued_delay(dep, job["job_id"], 0, len(SCHEDULE)) is None
+    assert len(receiver.at(path)) == len(SCHEDULE)
 
 
 @pytest.mark.parametrize("seed", range(8))
 async def test_jitter_differs_by_seed_and_stays_within_20_percent(
-    dep: Deployment, hook: Callable[..., JobContext], seed: int
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver, seed: int
 ) -> None:
     """Each retry's delay is the scheduled one within ±20 %, and is the same for the same seed."""
-    job = await finished_job(dep)
-    ctx = hook(Receiver(httpx.Response(500)), seed=seed)
+    job = await finished_job(dep, receiver.url(scripted(receiver, (500, {}))))
+    ctx = hook(seed=seed)
     delays = []
     for attempt in range(len(SCHEDULE) - 1):
         await deliver_webhook(ctx, job["job_id"], 0, attempt)
@@ -270,119 +337,136 @@ async def test_jitter_differs_by_seed_and_stays_within_20_percent(
     [("900", 900.0), ("4000", 1800.0), ("9" * 400, 1800.0), ("0", None), ("soon", None), ("1e400", None)],
 )
 async def test_retry_after_seconds_is_honoured(
-    dep: Deployment, hook: Callable[..., JobContext], retry_after: str, expected: float | None
+    dep: Deployment,
+    hook: Callable[..., JobContext],
+    receiver: Receiver,
+    retry_after: str,
+    expected: float | None,
 ) -> None:
     """A Retry-After longer than the scheduled delay sets the delay, up to the schedule's longest; a
     shorter or unreadable one does not."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(503, headers={"retry-after": retry_after}))
-    assert await deliver_webhook(hook(receiver, seed=5), job["job_id"], 0, 0) == "pending"
+    job = await finished_job(dep, receiver.url(scripted(receiver, (503, {"retry-after": retry_after}))))
+    assert await deliver_webhook(hook(seed=5), job["job_id"], 0, 0) == "pending"
     delay = await queued_delay(dep, job["job_id"], 0, 1)
     jittered = SCHEDULE[1] * random.Random(5).uniform(0.8, 1.2)
     assert delay == pytest.approx(jittered if expected is None else expected, abs=0.001)
 
 
-async def test_retry_after_date_counts_from_the_clock() -> None:
+async def test_retry_after_date_counts_from_the_clock(receiver: Receiver) -> None:
     """An HTTP-date Retry-After is counted from ``send``'s clock; a date in the past means no wait."""
     clock = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     signer = signer_for(TEST_SECRET)
     assert signer is not None
     for later, expected in ((timedelta(seconds=120), 120.0), (timedelta(seconds=-30), 0.0)):
         date = format_datetime(clock + later, usegmt=True)
-        receiver = Receiver(httpx.Response(429, headers={"retry-after": date}))
-        async with webhook_client(False, 5, transport=httpx.MockTransport(receiver)) as http:
-            outcome = await send(http, URL, "msg_x", "{}", signer, now=lambda: clock)
+        path = scripted(receiver, (429, {"retry-after": date}))
+        sender = WebhookSender(allow_private=True, timeout=5)
+        try:
+            outcome = await send(sender, receiver.url(path), "msg_x", "{}", signer, now=lambda: clock)
+        finally:
+            await sender.aclose()
         assert outcome.retry_after == expected
         assert (outcome.delivered, outcome.stop, outcome.attempt.status) == (False, False, 429)
-        assert receiver.headers(0)["webhook-timestamp"] == str(int(clock.timestamp()))
+        (request,) = receiver.at(path)
+        assert headers_of(request)["webhook-timestamp"] == str(int(clock.timestamp()))
         assert outcome.attempt.at == "2030-01-02T03:04:05.000Z"
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 async def test_redirect_is_not_followed(
-    dep: Deployment, hook: Callable[..., JobContext], status: int
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver, status: int
 ) -> None:
-    """A redirect counts as a failure (retried) and its Location is never requested."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(status, headers={"location": "http://elsewhere.test/steal"}))
-    assert await deliver_webhook(hook(receiver), job["job_id"], 0, 0) == "pending"
-    assert [str(r.url) for r in receiver.requests] == [URL]
+    """A redirect counts as a failure (retried) and its Location, on the same receiver, is never requested."""
+    elsewhere = scripted(receiver, name="steal")
+    path = scripted(receiver, (status, {"location": receiver.url(elsewhere)}))
+    job = await finished_job(dep, receiver.url(path))
+    assert await deliver_webhook(hook(), job["job_id"], 0, 0) == "pending"
+    assert [r.path for r in receiver.at(path)] == [path]
+    assert receiver.at(elsewhere) == []
     (attempt,) = (await webhook_of(dep, job["job_id"]))["attempts"]
     assert (attempt["status"], attempt["error"]) == (status, "redirect not followed")
     assert await queued_delay(dep, job["job_id"], 0, 1) is not None
 
 
 async def test_redelivery_is_a_new_round_with_the_same_id(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """After delivery, POST .../redeliver starts round 1: the same bytes and webhook-id, attempts appended;
     a late attempt of the old round sends nothing."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(200))
-    ctx = hook(receiver)
+    path = scripted(receiver, (200, {}))
+    job = await finished_job(dep, receiver.url(path))
+    ctx = hook()
     assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
     answer = await dep.client.post(f"/v1/jobs/{job['job_id']}/webhook/redeliver")
     assert answer.status_code == 202, answer.text
     assert answer.json()["webhook"]["state"] == "pending"
     assert (job["job_id"], 1) in await outbox(dep)
     assert await deliver_webhook(ctx, job["job_id"], 0, 1) is None  # a stale round: nothing is sent
-    assert len(receiver.requests) == 1
+    assert len(receiver.at(path)) == 1
     assert await deliver_webhook(ctx, job["job_id"], 1, 0) == "delivered"
-    assert receiver.requests[0].content == receiver.requests[1].content
-    assert receiver.headers(0)["webhook-id"] == receiver.headers(1)["webhook-id"]
+    first, second = receiver.at(path)
+    assert first.body == second.body
+    assert headers_of(first)["webhook-id"] == headers_of(second)["webhook-id"]
     webhook = await webhook_of(dep, job["job_id"])
     assert (webhook["state"], [a["status"] for a in webhook["attempts"]]) == ("delivered", [200, 200])
 
 
 async def test_a_retry_sends_the_event_as_the_job_finished_not_as_its_webhook_is_now(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """The event is rebuilt for each attempt from what never changes after the finish: a retry sends the
     same bytes as the first attempt, whose data shows the webhook pending and without attempts."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(500), httpx.Response(200))
-    ctx = hook(receiver)
+    path = scripted(receiver, (500, {}), (200, {}))
+    url = receiver.url(path)
+    job = await finished_job(dep, url)
+    ctx = hook()
     assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "pending"
     assert await deliver_webhook(ctx, job["job_id"], 0, 1) == "delivered"
-    first, second = (request.content for request in receiver.requests)
+    first, second = (request.body for request in receiver.at(path))
     assert first == second
-    assert json.loads(first)["data"]["webhook"] == {"url": URL, "state": "pending", "attempts": []}
+    assert json.loads(first)["data"]["webhook"] == {"url": url, "state": "pending", "attempts": []}
 
 
 async def test_an_attempt_run_again_after_delivery_sends_nothing(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """arq may run an attempt twice; once the webhook is delivered, a repeat sends and records nothing."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(200))
-    ctx = hook(receiver)
+    path = scripted(receiver, (200, {}))
+    job = await finished_job(dep, receiver.url(path))
+    ctx = hook()
     assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
     assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "delivered"
-    assert len(receiver.requests) == 1
+    assert len(receiver.at(path)) == 1
     assert len((await webhook_of(dep, job["job_id"]))["attempts"]) == 1
 
 
-async def test_without_a_secret_nothing_is_sent(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+async def test_without_a_secret_nothing_is_sent(
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
+) -> None:
     """A worker without WIKIQ_WEBHOOK_SECRET cannot sign: it sends nothing and the delivery stays pending."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(200))
-    ctx = hook(receiver)
+    path = scripted(receiver, (200, {}))
+    job = await finished_job(dep, receiver.url(path))
+    ctx = hook()
     ctx["signer"] = None
     assert await deliver_webhook(ctx, job["job_id"], 0, 0) == "pending"
-    assert receiver.requests == []
+    assert receiver.at(path) == []
     assert (await webhook_of(dep, job["job_id"]))["attempts"] == []
 
 
-async def test_the_event_body_is_the_finished_job(dep: Deployment, hook: Callable[..., JobContext]) -> None:
+async def test_the_event_body_is_the_finished_job(
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
+) -> None:
     """The POSTed body is {"type", "timestamp", "data"}: data is the job object, timestamp its finish time."""
-    job = await finished_job(dep)
-    receiver = Receiver(httpx.Response(200))
-    await deliver_webhook(hook(receiver), job["job_id"], 0, 0)
-    body = json.loads(receiver.requests[0].content)
+    path = scripted(receiver, (200, {}))
+    url = receiver.url(path)
+    job = await finished_job(dep, url)
+    await deliver_webhook(hook(), job["job_id"], 0, 0)
+    (request,) = receiver.at(path)
+    body = json.loads(request.body)
     assert set(body) == {"type", "timestamp", "data"}
     assert body["timestamp"] == job["finished_at"]
     assert body["data"]["job_id"] == job["job_id"] and body["data"]["status"] == "succeeded"
-    assert body["data"]["webhook"]["url"] == URL  # the receiver is the submitter's own: not redacted
+    assert body["data"]["webhook"]["url"] == url  # the receiver is the submitter's own: not redacted
 
 
 async def outbox(dep: Deployment) -> list[tuple[str, int]]:
@@ -442,11 +526,11 @@ async def test_a_finish_appends_one_outbox_entry_and_queues_nothing_on_arq(dep: 
 
 
 async def test_a_redelivery_appends_its_round_to_the_outbox(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """POST .../redeliver hands round 1 to the outbox in the same write that starts it."""
-    job_id = await _finished(dep)
-    assert await deliver_webhook(hook(Receiver(httpx.Response(200))), job_id, 0, 0) == "delivered"
+    job_id = await _finished(dep, receiver.url(scripted(receiver, (200, {}))))
+    assert await deliver_webhook(hook(), job_id, 0, 0) == "delivered"
     await empty_outbox(dep)
     answer = await dep.client.post(f"/v1/jobs/{job_id}/webhook/redeliver")
     assert answer.status_code == 202, answer.text
@@ -480,32 +564,16 @@ async def test_the_outbox_is_trimmed_past_its_cap(dep: Deployment, monkeypatch: 
     ("reply", "state", "next_delay"), [(200, "delivered", None), (500, "pending", SCHEDULE[1])]
 )
 async def test_a_taker_sends_records_and_acknowledges_a_first_attempt(
-    dep: Deployment, reply: int, state: str, next_delay: float | None
+    dep: Deployment, receiver: Receiver, reply: int, state: str, next_delay: float | None
 ) -> None:
     """A taker reads the entry, POSTs the signed event, records the attempt on the job, acknowledges and
     deletes the entry in one script and, after a failure, queues attempt 1 on the schedule (±20 %)."""
-    got: list[bytes] = []
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = [
-            int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")
-        ]
-        got.append(head + await reader.readexactly(length[0]))
-        writer.write(b"HTTP/1.1 %d X\r\ncontent-length: 0\r\n\r\n" % reply)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+    path = scripted(receiver, (reply, {}))
     await empty_outbox(dep)
-    async with server:
-        job_id = await _finished(dep, url)
-        assert await take_all(taker(dep)) == 1
-    (request,) = got
-    head, body = request.split(b"\r\n\r\n", 1)
-    headers = dict(line.decode().split(": ", 1) for line in head.split(b"\r\n")[1:])
-    event = Webhook(TEST_SECRET).verify(body, {k.lower(): v for k, v in headers.items()})
+    job_id = await _finished(dep, receiver.url(path))
+    assert await take_all(taker(dep)) == 1
+    (request,) = receiver.at(path)
+    event = Webhook(TEST_SECRET).verify(request.body, headers_of(request))
     assert event["data"]["job_id"] == job_id
     webhook = await webhook_of(dep, job_id)
     assert webhook["state"] == state and [a["status"] for a in webhook["attempts"]] == [reply]
@@ -520,45 +588,48 @@ async def test_a_taker_sends_records_and_acknowledges_a_first_attempt(
 
 
 async def test_entries_needing_no_attempt_are_dropped_unsent(
-    dep: Deployment, hook: Callable[..., JobContext]
+    dep: Deployment, hook: Callable[..., JobContext], receiver: Receiver
 ) -> None:
     """An entry of a job already delivered, of an older round, of an unknown job, or not wikiq's, is
     acknowledged and deleted without a POST."""
-    with running_receiver() as receiver:
-        job_id = await _finished(dep, receiver.url("/once"))
-        await empty_outbox(dep)
-        assert await deliver_webhook(hook(Receiver(httpx.Response(200))), job_id, 0, 0) == "delivered"
-        for fields in ({"job": job_id, "round": 0}, {"job": job_id, "round": 7}, {"job": "nope", "round": 0}):
-            await dep.redis.xadd(keys.outbox(0), fields)
-        await dep.redis.xadd(keys.outbox(1), {"other": "x"})
-        assert await take_all(taker(dep)) == 4
-        assert receiver.deliveries == []
+    path = scripted(receiver, name="once")
+    job_id = await _finished(dep, receiver.url(path))
+    await empty_outbox(dep)
+    assert await deliver_webhook(hook(), job_id, 0, 0) == "delivered"
+    assert len(receiver.at(path)) == 1
+    for fields in ({"job": job_id, "round": 0}, {"job": job_id, "round": 7}, {"job": "nope", "round": 0}):
+        await dep.redis.xadd(keys.outbox(0), fields)
+    await dep.redis.xadd(keys.outbox(1), {"other": "x"})
+    assert await take_all(taker(dep)) == 4
+    assert len(receiver.at(path)) == 1  # the delivery's own POST only
     assert await outbox(dep) == [] and await dep.redis.xlen(keys.outbox(1)) == 0
 
 
-async def test_what_a_dead_taker_left_pending_is_claimed_and_sent_once(dep: Deployment) -> None:
+async def test_what_a_dead_taker_left_pending_is_claimed_and_sent_once(
+    dep: Deployment, receiver: Receiver
+) -> None:
     """Entries one consumer read and never recorded (it died) stay pending; another taker's ``claim``
     takes them once idle long enough, sends and records them; nothing is left pending."""
-    with running_receiver() as receiver:
-        await empty_outbox(dep)
-        job_id = await _finished(dep, receiver.url("/claimed"))
-        dead = taker(dep, "taker-dead")
-        await dead.outbox.join()
-        assert [e.job_id for e in await dead.outbox.read(0)] == [job_id]  # taken, then the taker "dies"
-        await dead.sender.aclose()
-        alive = taker(dep, "taker-alive")
-        assert await alive.outbox.read(0) == []  # a new read does not see it: it is the dead one's
-        claimed = await alive.outbox.claim(0)
-        assert [e.job_id for e in claimed] == [job_id]
-        await alive.deliver(claimed)
-        await alive.sender.aclose()
-        assert len(receiver.at("/claimed")) == 1
+    path = scripted(receiver, name="claimed")
+    await empty_outbox(dep)
+    job_id = await _finished(dep, receiver.url(path))
+    dead = taker(dep, "taker-dead")
+    await dead.outbox.join()
+    assert [e.job_id for e in await dead.outbox.read(0)] == [job_id]  # taken, then the taker "dies"
+    await dead.sender.aclose()
+    alive = taker(dep, "taker-alive")
+    assert await alive.outbox.read(0) == []  # a new read does not see it: it is the dead one's
+    claimed = await alive.outbox.claim(0)
+    assert [e.job_id for e in claimed] == [job_id]
+    await alive.deliver(claimed)
+    await alive.sender.aclose()
+    assert len(receiver.at(path)) == 1
     assert (await webhook_of(dep, job_id))["state"] == "delivered"
     assert await outbox(dep) == []
 
 
 async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
-    dep: Deployment, monkeypatch: pytest.MonkeyPatch
+    dep: Deployment, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A burst holding jobs whose URLs can never be sent (kept before URLs were encoded at submission:
     a 64-character label, a non-ASCII path, simulated by letting submission keep them as given) beside
@@ -571,22 +642,17 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
 
     monkeypatch.setattr(submit_module, "check_webhook_url", as_given)
     await empty_outbox(dep)
-    with running_receiver() as receiver:
-        urls = [
-            receiver.url("/good-0"),
-            "http://" + "a" * 64 + ".example/hook",
-            receiver.url("/good-1"),
-            receiver.url("/check-✓"),
-            receiver.url("/good-2"),
-        ]
-        jobs = [await _finished(dep, url) for url in urls]
-        assert await take_all(taker(dep)) == len(urls)  # one burst
-        assert sorted(d.path for d in receiver.deliveries) == [
-            "/check-%E2%9C%93",
-            "/good-0",
-            "/good-1",
-            "/good-2",
-        ]
+    at = fresh()
+    urls = [
+        receiver.url(f"{at}/good-0"),
+        "http://" + "a" * 64 + ".example/hook",
+        receiver.url(f"{at}/good-1"),
+        receiver.url(f"{at}/check-✓"),
+        receiver.url(f"{at}/good-2"),
+    ]
+    jobs = [await _finished(dep, url) for url in urls]
+    assert await take_all(taker(dep)) == len(urls)  # one burst
+    assert under(receiver, at) == [f"{at}/check-%E2%9C%93", f"{at}/good-0", f"{at}/good-1", f"{at}/good-2"]
     hooks = [await webhook_of(dep, job_id) for job_id in jobs]
     assert [h["state"] for h in hooks] == ["delivered", "failed", "delivered", "delivered", "delivered"]
     assert all(len(h["attempts"]) == 1 for h in hooks), hooks
@@ -596,18 +662,18 @@ async def test_an_unsendable_url_in_a_burst_is_its_own_failed_attempt(
 
 @pytest.mark.parametrize("told", ["9" * 400, "Fri, 31 Dec 9999 23:59:59 GMT"])
 async def test_a_retry_after_far_beyond_the_schedule_is_clamped_and_the_burst_recorded(
-    dep: Deployment, told: str
+    dep: Deployment, receiver: Receiver, told: str
 ) -> None:
     """A receiver answering a ``Retry-After`` of 400 digits, or a date centuries ahead, in a burst beside
     good receivers: every attempt of the burst is recorded and acknowledged; the hostile one's next attempt
     is queued after the schedule's longest delay, not never, and nothing stays in the outbox."""
     await empty_outbox(dep)
-    with running_receiver() as receiver:
-        receiver.script["/far"] = [(503, {"Retry-After": told})]
-        urls = [receiver.url("/good-0"), receiver.url("/far"), receiver.url("/good-1")]
-        jobs = [await _finished(dep, url) for url in urls]
-        assert await take_all(taker(dep)) == len(urls)  # one burst
-        assert sorted(d.path for d in receiver.deliveries) == ["/far", "/good-0", "/good-1"]
+    at = fresh()
+    receiver.script[f"{at}/far"] = [(503, {"Retry-After": told})]
+    urls = [receiver.url(f"{at}/good-0"), receiver.url(f"{at}/far"), receiver.url(f"{at}/good-1")]
+    jobs = [await _finished(dep, url) for url in urls]
+    assert await take_all(taker(dep)) == len(urls)  # one burst
+    assert under(receiver, at) == [f"{at}/far", f"{at}/good-0", f"{at}/good-1"]
     hooks = [await webhook_of(dep, job_id) for job_id in jobs]
     assert [h["state"] for h in hooks] == ["delivered", "pending", "delivered"]
     assert [[a["status"] for a in h["attempts"]] for h in hooks] == [[200], [503], [200]]

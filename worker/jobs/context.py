@@ -25,7 +25,7 @@ class JobContext(TypedDict, total=False):
     job_try: int  # set by arq: 1 on the first run
     owner: str  # the worker id holding the partition's lease (fences registry updates)
     lease: Lease  # that lease, with its epoch (fences every finish and the ref swap; absent: unfenced)
-    http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender (tests: an httpx.AsyncClient)
+    http: Any  # webhook deliveries only: worker.webhooks.http.WebhookSender
     signer: Webhook | None
     rng: random.Random
     lanes: Any  # webhook deliveries only: worker.webhooks.lanes.Lanes, each principal's share of the slots

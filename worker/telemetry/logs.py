@@ -74,7 +74,7 @@ def configure(level: str = "info", stream: TextIO | None = None) -> None:
     root.setLevel(number)
     # arq logs a line per job start and end; wikiq's own job lines replace them (kept when debugging)
     logging.getLogger("arq").setLevel(number if number <= logging.DEBUG else max(number, logging.WARNING))
-    # httpx logs every request's full URL at info: a webhook URL may carry a token in its query
+    # httpx (the Python client, the MCP bridge) logs every request's full URL at info, query and all
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(max(number, logging.WARNING))
 

@@ -8,27 +8,24 @@ followed), another status, a timeout or a connection error schedules the next at
 delay (with jitter, at least ``Retry-After``). The event POSTed (``event_body``) is a function of the
 finished job alone, so every attempt and every retry sends the same bytes under the same ``webhook-id``.
 
-At connect time the ``GuardedBackend`` resolves the host again and refuses private addresses, so DNS rebinding
-after the submission check gains nothing (unless private addresses are allowed).
+Each POST is made by the ``WebhookSender`` (``worker.webhooks.http``), which production and the tests alike
+hand in: at connect time it resolves the host again and refuses private addresses, so DNS rebinding after
+the submission check gains nothing (unless private addresses are allowed).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
 import re
-import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpcore
-import httpx
 from arq import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -42,64 +39,10 @@ from worker.jobs.context import JobContext
 from worker.jobs.record import JobRecord, WebhookDelivery
 from worker.jobs.store import JobStore
 from worker.schema.answers import Attempt
-from worker.webhooks.guard import address_refused, sendable_url
+from worker.webhooks.guard import sendable_url
 from worker.webhooks.http import SendError, WebhookSender
 
 log = logging.getLogger("wikiq.webhooks")
-
-
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves the host itself and connects only to public addresses (the connect-time SSRF check)."""
-
-    def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=0, proto=6)
-        except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
-        addresses = [str(info[4][0]) for info in infos]
-        if not addresses or any(address_refused(a) for a in addresses):
-            raise httpcore.ConnectError(f"{host} resolves to a refused address")
-        return await self.inner.connect_tcp(addresses[0], port, timeout, local_address, socket_options)
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not webhook targets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-def webhook_client(
-    allow_private: bool, timeout: float, transport: httpx.AsyncBaseTransport | None = None
-) -> httpx.AsyncClient:
-    """The one httpx client that sends webhooks: no redirects, no proxies from the environment.
-
-    ``transport`` replaces the network (tests hand in an ``httpx.MockTransport`` as the receiver).
-    """
-    if transport is None:
-        network = httpx.AsyncHTTPTransport(retries=0)
-        if not allow_private:
-            network._pool = httpcore.AsyncConnectionPool(
-                ssl_context=ssl.create_default_context(), network_backend=GuardedBackend()
-            )
-        transport = network
-    return httpx.AsyncClient(
-        transport=transport,
-        timeout=timeout,
-        follow_redirects=False,
-        trust_env=False,
-        headers={"user-agent": "wikiq-webhooks/0.1"},
-    )
 
 
 @dataclass(frozen=True)
@@ -153,7 +96,7 @@ def event_body(record: JobRecord) -> str:
 
 
 async def send(
-    client: httpx.AsyncClient | WebhookSender,
+    sender: WebhookSender,
     url: str,
     event_id: str,
     body: str,
@@ -182,19 +125,15 @@ async def send(
     error: str | None = None
     retry_after = None
     try:
-        if isinstance(client, WebhookSender):
-            answer = await client.post(url, body.encode(), headers)
-            status, told = answer.status, answer.retry_after
-        else:
-            response = await client.post(url, content=body.encode(), headers=headers)
-            status, told = response.status_code, response.headers.get("retry-after")
-        retry_after = retry_after_seconds(told, now())
-        if 300 <= status < 400:  # any 3xx (httpx's ``is_redirect``): never followed
+        answer = await sender.post(url, body.encode(), headers)
+        status = answer.status
+        retry_after = retry_after_seconds(answer.retry_after, now())
+        if 300 <= status < 400:  # any 3xx: never followed
             error = "redirect not followed"
-    except (httpx.TimeoutException, TimeoutError):
+    except TimeoutError:
         error = "timeout"
-    except (httpx.HTTPError, SendError) as exc:
-        error = str(exc)[:200] if isinstance(exc, SendError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+    except SendError as exc:  # no HTTP answer: ``<kind>: <detail>``
+        error = str(exc)[:200]
     except Exception as exc:  # a failure of this one attempt, whatever it is, is this attempt's alone
         log.warning("webhook attempt for %s failed unexpectedly", event_id, exc_info=exc)
         error = f"{type(exc).__name__}: {str(exc)[:200]}"
