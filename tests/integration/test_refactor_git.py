@@ -17,6 +17,7 @@ from worker.engine.paths import DEFAULT_POLICY
 from worker.errors import BatchRejected
 from worker.git import GitStore, Identity, WikiRepo
 from worker.git.remote import RemoteRegistry
+from worker.git.search import search
 from worker.jobs.registry import WikiRegistry
 from worker.jobs.wikis import Wikis
 from worker.redis_server import RedisServer
@@ -57,7 +58,7 @@ def head(repo: WikiRepo) -> str:
 
 def test_literal_search_ignores_ascii_case_by_default_and_skips_binaries(repo: WikiRepo) -> None:
     """Literal hits in path then line order, each with its page's version; binary files are skipped."""
-    hits = repo.search(head(repo), "redis", limit=100)
+    hits = search(repo, head(repo), "redis", limit=100)
     assert [(h.path, h.line) for h in hits] == [
         ("index.md", 3),
         ("raw/src.md", 1),
@@ -75,18 +76,18 @@ def test_literal_search_ignores_ascii_case_by_default_and_skips_binaries(repo: W
 def test_case_sensitive_prefix_and_cursor(repo: WikiRepo) -> None:
     """case_sensitive matches exactly; prefix is a path prefix; after resumes past a (path, line)."""
     commit = head(repo)
-    exact = repo.search(commit, "Redis", case_sensitive=True, limit=100)
+    exact = search(repo, commit, "Redis", case_sensitive=True, limit=100)
     assert {(h.path, h.line) for h in exact} == {("wiki/db/pg.md", 3), ("wiki/db/redis.md", 1)}
-    under = repo.search(commit, "redis", prefix="wiki/no", limit=100)
+    under = search(repo, commit, "redis", prefix="wiki/no", limit=100)
     assert [(h.path, h.line) for h in under] == [
         ("wiki/notes/a.md", 1),
         ("wiki/notes/a.md", 2),
         ("wiki/notes/a.md", 4),
     ]
-    first = repo.search(commit, "redis", limit=2)
-    rest = repo.search(commit, "redis", limit=100, after=(first[-1].path, first[-1].line))
+    first = search(repo, commit, "redis", limit=2)
+    rest = search(repo, commit, "redis", limit=100, after=(first[-1].path, first[-1].line))
     assert [(h.path, h.line) for h in first + rest] == [
-        (h.path, h.line) for h in repo.search(commit, "redis", limit=100)
+        (h.path, h.line) for h in search(repo, commit, "redis", limit=100)
     ]
 
 
@@ -95,21 +96,21 @@ def test_regex_search_is_re2_over_each_page_with_multiline_anchors(repo: WikiRep
     starts, with the match's column; a match crosses lines only with multiline; a pattern RE2 refuses is
     PATTERN_INVALID."""
     commit = head(repo)
-    hits = repo.search(commit, r"^redis", regex=True, limit=100)
+    hits = search(repo, commit, r"^redis", regex=True, limit=100)
     assert [(h.path, h.line) for h in hits] == [
         ("wiki/db/redis.md", 9),
         ("wiki/notes/a.md", 2),
         ("wiki/notes/a.md", 4),
     ]
-    assert repo.search(commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10) == []
-    spanning = repo.search(
-        commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10, multiline=True
+    assert search(repo, commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10) == []
+    spanning = search(
+        repo, commit, r"Persistence\n\nAOF", regex=True, case_sensitive=True, limit=10, multiline=True
     )
     assert [(h.path, h.line, h.text) for h in spanning] == [("wiki/db/redis.md", 3, "## Persistence")]
-    column = repo.search(commit, r"R[A-Z]+S", regex=True, case_sensitive=True, limit=10)
+    column = search(repo, commit, r"R[A-Z]+S", regex=True, case_sensitive=True, limit=10)
     assert [(h.path, h.text[h.column : h.column + 5]) for h in column] == [("wiki/db/pg.md", "REDIS")]
     with pytest.raises(BatchRejected) as info:
-        repo.search(commit, r"(?<=x)y", regex=True, limit=10)
+        search(repo, commit, r"(?<=x)y", regex=True, limit=10)
     assert info.value.code == "PATTERN_INVALID"
 
 
@@ -118,7 +119,7 @@ def test_regex_search_agrees_with_python_re_line_by_line(repo: WikiRepo) -> None
     commit = head(repo)
     pattern = r"\[\[[a-z/]+"
     found = {
-        (h.path, h.line) for h in repo.search(commit, pattern, regex=True, case_sensitive=True, limit=1000)
+        (h.path, h.line) for h in search(repo, commit, pattern, regex=True, case_sensitive=True, limit=1000)
     }
     expected = {
         (path, number)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from worker.engine import NewFile, Plan, blob_id
 from worker.engine.budget import Budget, OverBudget, active
 from worker.git import GitStore, Identity, WikiRepo
-from worker.git.search import _grep
+from worker.git.search import _grep, search
 from worker.git.textindex import FILE_NAME, READ_BYTES, TextIndex
 from worker.schema.edits import Costs
 
@@ -59,7 +59,7 @@ def test_the_index_is_built_once_then_follows_each_commit(repo: WikiRepo) -> Non
     assert index.indexed() == second
     assert index.candidates(first, "Redis") == ["wiki/a.md"]  # back to an older commit: diffed again
     assert index.candidates(second, "re") is None  # under three characters: the caller greps
-    hits = repo.search(second, "redis", limit=10)
+    hits = search(repo, second, "redis", limit=10)
     assert [(h.path, h.line) for h in hits] == [("wiki/b.md", 1), ("wiki/c/d.md", 1)]
 
 
@@ -87,7 +87,7 @@ def test_indexed_search_equals_grep(
     repo = store.open("w")
     commit = _commit(repo, {p: t.encode() for p, t in pages.items()})
     repo.text_index().build(commit)
-    indexed = repo.search(commit, query, case_sensitive=case_sensitive, prefix=prefix, limit=1000)
+    indexed = search(repo, commit, query, case_sensitive=case_sensitive, prefix=prefix, limit=1000)
     grepped = _grep(repo, commit, query, case_sensitive, prefix, 1000, None)
     assert [h[:4] for h in indexed] == [h[:4] for h in grepped]
     store.close()
@@ -128,7 +128,7 @@ def test_a_search_brings_forward_at_most_its_bytes_and_leaves_the_rest_to_the_ba
     _built(index)
     assert index.indexed() == second
     assert index.candidates(second, "redis") == ["wiki/a.md", *sorted(pages)]
-    hits = repo.search(second, "Redis", limit=100)
+    hits = search(repo, second, "Redis", limit=100)
     assert [h[:4] for h in hits] == [h[:4] for h in _grep(repo, second, "Redis", False, "", 100, None)]
 
 

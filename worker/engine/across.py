@@ -21,12 +21,14 @@ changed); a pattern reads every page under the prefix.
 
 from __future__ import annotations
 
+import functools
+
 from worker.engine.each import narrow
 from worker.engine.markdown import compile_pattern, count_and_replace
 from worker.engine.markdown.bounds import TooLarge
 from worker.engine.markdown.patterns import parse_template
 from worker.engine.markdown.prose import replace_in_prose
-from worker.engine.state import BatchState
+from worker.engine.state import BatchState, check_count
 from worker.errors import BatchRejected
 from worker.schema.edits import ReplaceAcross
 
@@ -44,26 +46,9 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
     """Apply ``edit`` to every page under its prefix (see the module docstring)."""
     check_pattern(edit, index)
     total = 0
+    rewrite = functools.partial(_replaced, work, index, edit)
     for page in _pages(work, index, edit):
-        text = work.page_text(page)
-        if text is None:
-            continue
-        try:
-            new, count = _replaced(work, index, edit, text, page)
-        except TooLarge as exc:
-            work.over_file_size(index, page, exc)
-        if not count:
-            continue
-        if not work.zone_allows("replace_across", page):
-            work.warn(
-                "NOT_REWRITTEN",
-                page,
-                f"{count} match(es) in {page!r} were not replaced: this zone allows no in-place "
-                "change (raw/ is create-only)",
-            )
-            continue
-        total += count
-        work.write(index, "replace_across", page, new.encode("utf-8"), count=count)
+        total += work.rewrite_page(index, "replace_across", page, rewrite, _not_replaced)
     what = f"'old' {edit.old!r}" if edit.old is not None else f"pattern {edit.pattern!r}"
     if total == 0:
         raise BatchRejected(
@@ -72,16 +57,17 @@ def replace_across(work: BatchState, index: int, edit: ReplaceAcross) -> None:
             "with search_wiki (regex=true for a pattern)",
             index,
         )
-    if edit.expected_count is not None and total != edit.expected_count:
-        raise BatchRejected(
-            "COUNT_MISMATCH",
-            f"{what} matches {total} times under {edit.prefix!r}, expected_count is {edit.expected_count}",
-            index,
-            {"actual_count": total},
-        )
+    check_count(edit.expected_count, total, f"{what} matches {total} times under {edit.prefix!r}", index)
 
 
-def _replaced(work: BatchState, index: int, edit: ReplaceAcross, text: str, page: str) -> tuple[str, int]:
+def _not_replaced(page: str, count: int) -> str:
+    return (
+        f"{count} match(es) in {page!r} were not replaced: this zone allows no in-place change (raw/ is "
+        "create-only)"
+    )
+
+
+def _replaced(work: BatchState, index: int, edit: ReplaceAcross, page: str, text: str) -> tuple[str, int]:
     """One page's text after the edit, and how many matches were replaced."""
     if edit.outside_code and edit.old is not None:
         new, count = replace_in_prose(text, edit.old, edit.new)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from worker.engine.moves import redirect_after
 from worker.engine.plan import Applied
-from worker.engine.state import BatchState
+from worker.engine.state import BatchState, check_count
 from worker.errors import BatchRejected
 from worker.schema.edits import Create, Delete, Overwrite, Replace, decoded
 
@@ -76,13 +76,7 @@ def replaced(index: int, edit: Replace, data: bytes, max_size: int) -> bytes:
             f"'old' does not occur in {edit.path!r}; read the page raw and copy it",
             index,
         )
-    if edit.expected_count is not None and count != edit.expected_count:
-        raise BatchRejected(
-            "COUNT_MISMATCH",
-            f"'old' occurs {count} times in {edit.path!r}, expected_count is {edit.expected_count}",
-            index,
-            {"actual_count": count},
-        )
+    check_count(edit.expected_count, count, f"'old' occurs {count} times in {edit.path!r}", index)
     if count > 1 and not edit.replace_all:
         raise BatchRejected(
             "OLD_NOT_UNIQUE",

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from worker.engine.markdown import Link, TooLarge, outline
+from worker.engine.markdown import Link, outline
 from worker.engine.markdown.anchors import named_section, same_heading
 from worker.engine.markdown.rewrite import Aim, repoint_links
 from worker.engine.markdown.sections import Section, find_section
 from worker.engine.mentions import is_page, link_needles
-from worker.engine.plan import Applied, NewFile, blob_id
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
 from worker.schema.edits import RetargetLinks, split_anchor
@@ -146,27 +145,16 @@ def rewrite_everywhere(
 
 
 def _rewrite_page(work: BatchState, index: int, page: str, rewrite: PageRewrite, why: str) -> None:
-    text = work.page_text(page)
-    if text is None:
-        return
-    try:
-        new_text, count = rewrite(page, text)
-    except TooLarge as exc:
-        work.over_file_size(index, page, exc)
-    if not count:
-        return
-    if not work.zone_allows("rewrite_links", page):
-        work.warn(
-            "NOT_REWRITTEN",
-            page,
-            f"{count} link(s) in {page!r} {why}, but this zone allows no in-place change (raw/ is "
-            "create-only): they are left as they are",
-        )
-        return
-    data = new_text.encode("utf-8")
-    version = blob_id(data)
-    work.put(index, page, NewFile(version, data))
-    work.applied.append(Applied(index, "rewrite_links", page, version, count=count))
+    work.rewrite_page(
+        index,
+        "rewrite_links",
+        page,
+        rewrite,
+        lambda page, count: (
+            f"{count} link(s) in {page!r} {why}, but this zone allows no in-place change "
+            "(raw/ is create-only): they are left as they are"
+        ),
+    )
 
 
 def _candidates(work: BatchState, names: Iterable[str], also: Iterable[str]) -> set[str]:

@@ -354,6 +354,34 @@ class BatchState:
         self.put(index, path, NewFile(version, data))
         self.applied.append(Applied(index, op, path, version, new_path=new_path, count=count))
 
+    def rewrite_page(
+        self,
+        index: int,
+        op: str,
+        page: str,
+        rewrite: Callable[[str, str], tuple[str, int]],
+        refused: Callable[[str, int], str],
+    ) -> int:
+        """Rewrite ``page`` as the batch left it in place, as ``op``: ``rewrite(page, text)`` gives the new
+        text and how many changes it made. Returns how many changes were written: 0 when ``page`` is not
+        UTF-8 text or nothing changed, and when its zone allows ``op`` no in-place change, where nothing is
+        written and a ``NOT_REWRITTEN`` warning says ``refused(page, count)``. A new text over the per-file
+        limit (``TooLarge``) refuses the edit (``over_file_size``)."""
+        text = self.page_text(page)
+        if text is None:
+            return 0
+        try:
+            new_text, count = rewrite(page, text)
+        except TooLarge as exc:
+            self.over_file_size(index, page, exc)
+        if not count:
+            return 0
+        if not self.zone_allows(op, page):
+            self.warn("NOT_REWRITTEN", page, refused(page, count))
+            return 0
+        self.write(index, op, page, new_text.encode("utf-8"), count=count)
+        return count
+
     def warn(
         self, code: str, path: str, message: str, line: int | None = None, link: str | None = None
     ) -> None:
@@ -453,6 +481,16 @@ class _UndoneDict(dict[str, str]):
             self._undo.append(functools.partial(super().__setitem__, key, self[key]))
         else:
             self._undo.append(functools.partial(super().pop, key, None))
+
+
+def check_count(expected: int | None, actual: int, found: str, index: int | None) -> None:
+    """``COUNT_MISMATCH`` (with ``actual_count``) when an edit's ``expected_count`` is set and ``actual``
+    is not it; ``found`` says how often what it matched was found, the message ends ", expected_count is
+    <expected>"."""
+    if expected is not None and actual != expected:
+        raise BatchRejected(
+            "COUNT_MISMATCH", f"{found}, expected_count is {expected}", index, {"actual_count": actual}
+        )
 
 
 def check_zone(policy: ZonePolicy, op: str, path: str, index: int | None) -> None:

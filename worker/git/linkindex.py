@@ -64,11 +64,11 @@ from worker.git.reader import ObjectReader
 from worker.git.snapshot import READ_MANY_FROM
 from worker.git.textindex import (
     FarBehind,
+    IndexFile,
     Reading,
     _changed,
     advance,
     file_id,
-    open_index,
     path_hash,
 )
 
@@ -139,29 +139,16 @@ def link_index(repo: ObjectReader) -> LinkIndex:
     return LinkIndex(repo)
 
 
-class LinkIndex:
+class LinkIndex(IndexFile):
     """The link index of one repository (see the module); thread-safe (a connection per call)."""
 
     def __init__(self, repo: ObjectReader) -> None:
-        self.repo = repo
-        self.path = Path(repo.path) / FILE_NAME
-
-    def _connect(self) -> sqlite3.Connection:
-        return open_index(self.path, _SCHEMA, FORMAT)
-
-    def discard(self) -> None:
-        """Delete the index (its file and SQLite's side files)."""
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(f"{self.path}{suffix}").unlink()
+        super().__init__(repo, FILE_NAME, _SCHEMA, FORMAT)
 
     def indexed(self) -> str | None:
         """The commit the index holds, or None when it has none (or cannot be read: then it is dropped)."""
-        if not self.path.exists():
-            return None
         try:
-            with contextlib.closing(self._connect()) as db:
-                return _indexed(db)
+            return super().indexed()
         except sqlite3.OperationalError:
             return None
         except sqlite3.DatabaseError:
@@ -287,11 +274,6 @@ class LinkIndex:
             blobs.close()
         db.executemany("UPDATE files SET costly = 1 WHERE id = ?", costly)
         db.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-
-
-def _indexed(db: sqlite3.Connection) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = 'commit'").fetchone()
-    return None if row is None else str(row[0])
 
 
 Row = tuple[str, str, int, int, str, int, str]  # path, blob, ord, wikilink, link path, line, text

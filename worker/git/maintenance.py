@@ -104,20 +104,13 @@ class Repacker:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until nothing is waiting or running (tests); False on timeout."""
-        deadline = time.monotonic() + timeout
         with self.cond:
-            while self.waiting or self.running is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(left)
-        return True
+            return self.cond.wait_for(lambda: not self.waiting and self.running is None, timeout)
 
     def _run(self) -> None:
         while True:
             with self.cond:
-                while not self.waiting:
-                    self.cond.wait()
+                self.cond.wait_for(lambda: self.waiting)
                 path, kinds = self.waiting.popitem(last=False)
                 self.running = path
             start = time.monotonic()

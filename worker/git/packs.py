@@ -30,6 +30,7 @@ from pathlib import Path
 
 from worker import faults
 from worker.git.objects import IDX_MAGIC, TYPE_NAMES, Block, Entry, Piece, object_id
+from worker.lru import Lru
 
 OBJ_OFS_DELTA, OBJ_REF_DELTA = 6, 7
 MAX_DELTA_CHAIN = 1000  # git's own pack.depth limit is 4095; a longer chain is left to git cat-file
@@ -347,9 +348,8 @@ class PackCache:
     ) -> None:
         self.memory_cap = memory_bytes
         self.mapped_cap = mapped
-        self.infos_cap = infos
         self.packs: OrderedDict[str, Pack] = OrderedDict()
-        self.infos: OrderedDict[str, PackInfo] = OrderedDict()
+        self.infos: Lru[PackInfo] = Lru(infos)
         self.memory = 0
         self.mapped = 0
         self._lock = threading.Lock()
@@ -372,11 +372,9 @@ class PackCache:
 
     def info(self, base: str) -> PackInfo | None:
         """The ``PackInfo`` of the pack at ``base``; None when it cannot be opened."""
-        with self._lock:
-            found = self.infos.get(base)
-            if found is not None:
-                self.infos.move_to_end(base)
-                return found
+        found = self.infos.get(base)
+        if found is not None:
+            return found
         try:
             nbytes = os.stat(base + ".pack").st_size
         except OSError:
@@ -397,11 +395,7 @@ class PackCache:
 
     def remember(self, base: str, info: PackInfo) -> None:
         """Keep ``info`` as what is known of the pack at ``base``."""
-        with self._lock:
-            self.infos[base] = info
-            self.infos.move_to_end(base)
-            while len(self.infos) > self.infos_cap:
-                self.infos.popitem(last=False)
+        self.infos.put(base, info)
 
     def put(self, base: str, pack: Pack) -> Pack:
         """Keep ``pack`` as the pack at ``base`` (a pack already cached there wins); the cached pack."""
@@ -421,8 +415,8 @@ class PackCache:
 
     def forget(self, base: str) -> None:
         """Drop the pack at ``base`` and what is known of it (it was deleted)."""
+        self.infos.forget(base)
         with self._lock:
-            self.infos.pop(base, None)
             dropped = self.packs.pop(base, None)
             if dropped is not None:
                 self.memory -= dropped.memory
@@ -450,20 +444,13 @@ class PackCache:
 
     def wait_retired(self, timeout: float) -> bool:
         """Wait until every retired pack is deleted; False on timeout."""
-        deadline = time.monotonic() + timeout
         with self._lock:
-            while self.retiring:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._retired.wait(left)
-        return True
+            return self._retired.wait_for(lambda: not self.retiring, timeout)
 
     def _delete(self) -> None:
         while True:
             with self._lock:
-                while not self.retiring:
-                    self._retired.wait()
+                self._retired.wait_for(lambda: self.retiring)
                 base = next(iter(self.retiring))
             unlink_pack(base)
             with self._lock:
@@ -474,8 +461,8 @@ class PackCache:
         """Drop every pack and every info."""
         with self._lock:
             self.packs.clear()
-            self.infos.clear()
             self.memory = self.mapped = 0
+        self.infos.clear()
 
 
 PACKS = PackCache()  # the process's packs, shared by every PackReader

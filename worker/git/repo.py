@@ -43,7 +43,6 @@ from worker.git.commits import (
     job_proof,
     parse_commit,
 )
-from worker.git.grep import SEARCH_FILE_BYTES
 from worker.git.maintenance import MAINTENANCE_CHECK_EVERY, Maintenance
 from worker.git.objects import (
     EMPTY_TREE,
@@ -63,8 +62,6 @@ from worker.git.objects import (
 from worker.git.objects import object_id as raw_object_id
 from worker.git.packs import PACKS, Pack, PackReader
 from worker.git.refs import publish_durably, read_ref, swap_main
-from worker.git.search import SearchHit
-from worker.git.search import search as run_search
 from worker.git.snapshot import COMMIT_TREES, FILE_MODE, TREES, CommitTrees, Snapshot, TreeCache
 from worker.git.textindex import TextIndex
 
@@ -261,38 +258,6 @@ class WikiRepo:
                     return False
                 out.append(FileEntry(path, oid, self.blob_size(oid)))
         return True
-
-    def search(
-        self,
-        commit: str,
-        query: str,
-        *,
-        regex: bool = False,
-        case_sensitive: bool = False,
-        prefix: str = "",
-        limit: int = 100,
-        after: tuple[str, int] | None = None,
-        max_file_bytes: int = SEARCH_FILE_BYTES,
-        outside_code: bool = False,
-        multiline: bool = False,
-    ) -> list[SearchHit]:
-        """Up to ``limit`` lines at ``commit`` holding ``query`` (literal) or where a match of it starts (an
-        RE2 pattern, with ``regex``; within one line unless ``multiline``), ASCII case ignored unless
-        ``case_sensitive``, only in prose with ``outside_code``, in files under ``prefix``, after the
-        ``(path, line)`` ``after``; in path then line order (``worker.git.search``)."""
-        return run_search(
-            self,
-            commit,
-            query,
-            regex=regex,
-            case_sensitive=case_sensitive,
-            prefix=prefix,
-            limit=limit,
-            after=after,
-            max_file_bytes=max_file_bytes,
-            outside_code=outside_code,
-            multiline=multiline,
-        )
 
     def log(self, limit: int, start: str | None = None) -> list[CommitInfo]:
         """Up to ``limit`` commits of ``main`` (first-parent), newest first."""

@@ -92,7 +92,10 @@ def search(
     outside_code: bool = False,
     multiline: bool = False,
 ) -> list[SearchHit]:
-    """Up to ``limit`` hits of ``query`` at ``commit`` (see the module docstring)."""
+    """Up to ``limit`` lines at ``commit`` holding ``query`` (literal) or where a match of it starts (an
+    RE2 pattern, with ``regex``; within one line unless ``multiline``), ASCII case ignored unless
+    ``case_sensitive``, only in prose with ``outside_code``, in files under ``prefix``, after the
+    ``(path, line)`` ``after``; in path then line order (see the module docstring)."""
     if limit <= 0:
         return []
     mode = Mode(case_sensitive, outside_code, multiline)

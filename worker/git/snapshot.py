@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from worker.engine.markdown import FileIndex
 from worker.git.grep import files_mentioning, read_blobs
 from worker.git.objects import TREE_MODE, Tree
+from worker.lru import Lru
 
 if TYPE_CHECKING:
     from worker.git.reader import ObjectReader
@@ -28,44 +29,17 @@ FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
 
 
-class TreeCache:
+class TreeCache(Lru[Tree]):
     """Parsed trees by id, least recently used dropped first, bounded by their total number of entries.
 
     Trees never change, so none goes stale. Counting entries rather than trees keeps one wide folder (whose
     every version is a full copy) from holding thousands of big trees. Thread-safe: snapshots read it from
-    API threads while a commit writes it.
+    API threads while a commit writes it. A commit ``demote``s the trees it has just replaced: they are
+    rarely read again.
     """
 
     def __init__(self, capacity: int = TREE_CACHE_ENTRIES) -> None:
-        self.capacity = capacity
-        self.trees: OrderedDict[str, Tree] = OrderedDict()
-        self.entries = 0
-        self._lock = threading.Lock()
-
-    def get(self, tree_id: str) -> Tree | None:
-        with self._lock:
-            tree = self.trees.get(tree_id)
-            if tree is not None:
-                self.trees.move_to_end(tree_id)
-            return tree
-
-    def put(self, tree_id: str, tree: Tree) -> None:
-        with self._lock:
-            old = self.trees.pop(tree_id, None)
-            if old is not None:
-                self.entries -= old.size + 1
-            self.trees[tree_id] = tree
-            self.entries += tree.size + 1
-            while self.entries > self.capacity and len(self.trees) > 1:
-                _, dropped = self.trees.popitem(last=False)
-                self.entries -= dropped.size + 1
-
-    def demote(self, tree_ids: Iterable[str]) -> None:
-        """Make ``tree_ids`` the next to go: trees a commit has just replaced are rarely read again."""
-        with self._lock:
-            for tree_id in tree_ids:
-                if tree_id in self.trees:
-                    self.trees.move_to_end(tree_id, last=False)
+        super().__init__(capacity, lambda tree: tree.size + 1)
 
 
 class CommitTrees:
@@ -92,30 +66,9 @@ _NOT_LOOKED_UP = (0, "")  # marker: an entry the snapshot has not looked up yet
 READ_MANY_FROM = 32  # from this many files on, one git cat-file reads them (git resolves deltas in C)
 
 
-class FileIndexes:
-    """``FileIndex`` of a tree by tree id, the few most recent (a batch that rewrites links builds one
-    over every file; the next batch of the same wiki mostly starts from the same tree). Thread-safe."""
-
-    def __init__(self, capacity: int = 4) -> None:
-        self.capacity = capacity
-        self.indexes: OrderedDict[str, FileIndex] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, tree: str) -> FileIndex | None:
-        with self._lock:
-            found = self.indexes.get(tree)
-            if found is not None:
-                self.indexes.move_to_end(tree)
-            return found
-
-    def put(self, tree: str, index: FileIndex) -> None:
-        with self._lock:
-            self.indexes[tree] = index
-            while len(self.indexes) > self.capacity:
-                self.indexes.popitem(last=False)
-
-
-FILE_INDEXES = FileIndexes()
+# ``FileIndex`` of a tree by tree id, the few most recent (a batch that rewrites links builds one over every
+# file; the next batch of the same wiki mostly starts from the same tree)
+FILE_INDEXES: Lru[FileIndex] = Lru(4)
 
 
 TREES = TreeCache()  # the process's parsed trees, shared by every repository

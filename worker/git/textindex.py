@@ -175,17 +175,19 @@ def _changed(
             yield path, now[1]
 
 
-class TextIndex:
-    """The text index of one repository (see the module); thread-safe."""
+class IndexFile:
+    """The SQLite file of one of a repository's indexes (``<repo>/<name>``, its tables ``schema`` in format
+    ``version``: see ``open_index``), and the commit it holds. The text index and the link index are
+    both one."""
 
-    def __init__(self, repo: ObjectReader) -> None:
+    def __init__(self, repo: ObjectReader, name: str, schema: str, version: int) -> None:
         self.repo = repo
-        self.path = Path(repo.path) / FILE_NAME
-        self._lock = threading.Lock()
-        self._building: threading.Thread | None = None
+        self.path = Path(repo.path) / name
+        self._schema = schema
+        self._version = version
 
     def _connect(self) -> sqlite3.Connection:
-        return open_index(self.path, _SCHEMA, FORMAT)
+        return open_index(self.path, self._schema, self._version)
 
     def discard(self) -> None:
         """Delete the index (its file and SQLite's side files)."""
@@ -199,6 +201,15 @@ class TextIndex:
             return None
         with contextlib.closing(self._connect()) as db:
             return _indexed(db)
+
+
+class TextIndex(IndexFile):
+    """The text index of one repository (see the module); thread-safe."""
+
+    def __init__(self, repo: ObjectReader) -> None:
+        super().__init__(repo, FILE_NAME, _SCHEMA, FORMAT)
+        self._lock = threading.Lock()
+        self._building: threading.Thread | None = None
 
     def candidates(self, commit: str, needle: str, prefix: str = "", after: str = "") -> list[str] | None:
         """Paths at ``commit`` under ``prefix``, from ``after`` on, whose text may hold ``needle``, in path

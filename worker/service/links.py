@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 
 from worker.engine.backlinks import find_backlinks
 from worker.engine.markdown import Link
@@ -24,6 +21,7 @@ from worker.engine.paths import path_problem
 from worker.errors import BatchRejected
 from worker.git.linkindex import link_index
 from worker.git.snapshot import Snapshot
+from worker.lru import Lru
 from worker.schema.answers import Backlink, BacklinkList
 from worker.service.caller import Principal
 from worker.service.reads import Reads, decode_cursor, in_thread, view
@@ -32,42 +30,13 @@ LINKS = 400_000  # parsed links kept, all pages together
 ANSWERS = 256  # whole answers kept, by commit, path and limit
 
 
-class _Lru:
-    """A least-recently-used mapping bounded by the total ``weight`` of its values."""
-
-    def __init__(self, capacity: int, weight: Callable[[object], int]) -> None:
-        self.capacity = capacity
-        self.weight = weight
-        self.items: OrderedDict[str, object] = OrderedDict()
-        self.held = 0
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> object | None:
-        with self.lock:
-            found = self.items.get(key)
-            if found is not None:
-                self.items.move_to_end(key)
-            return found
-
-    def put(self, key: str, value: object) -> None:
-        with self.lock:
-            old = self.items.pop(key, None)
-            if old is not None:
-                self.held -= self.weight(old)
-            self.items[key] = value
-            self.held += self.weight(value)
-            while self.held > self.capacity and len(self.items) > 1:
-                _, dropped = self.items.popitem(last=False)
-                self.held -= self.weight(dropped)
-
-
 class LinkReads:
     """The backlinks read, with its caches (one per service)."""
 
     def __init__(self, reads: Reads) -> None:
         self.reads = reads
-        self.links = _Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
-        self.answers = _Lru(ANSWERS, lambda _: 1)
+        self.links: Lru[object] = Lru(LINKS, lambda value: 1 + len(value) if isinstance(value, list) else 1)
+        self.answers: Lru[object] = Lru(ANSWERS)
 
     async def backlinks(
         self, caller: Principal, wiki: str, path: str, limit: int = 1000, cursor: str | None = None

@@ -31,7 +31,7 @@ from worker.engine.paths import ZonePolicy, path_problem
 from worker.engine.state import check_zone
 from worker.errors import AccessDenied, BatchRejected, QueryTooCostly, WikiExists, WikiqError
 from worker.git import WIKI_ID, GitStore, WikiRepo
-from worker.git.search import count_matches
+from worker.git.search import count_matches, search
 from worker.git.snapshot import Snapshot
 from worker.jobs.clock import iso
 from worker.jobs.registry import WikiEntry
@@ -387,7 +387,8 @@ class Reads:
         def run() -> MatchList:
             if head is None:
                 return MatchList(matches=[])
-            hits = repo.search(
+            hits = search(
+                repo,
                 head,
                 q,
                 regex=regex,

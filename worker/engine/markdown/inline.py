@@ -111,6 +111,17 @@ class _Scanner:
             return self.code[found][1]
         return None
 
+    def skipped(self, position: int, end: int) -> int | None:
+        """Where reading goes on past the code span or the backslash escape (of ASCII punctuation) that
+        starts at ``position``; None when neither starts there."""
+        code_end = self.code_at(position)
+        if code_end is not None:
+            return code_end
+        text = self.text
+        if text[position] == "\\" and position + 1 < end and text[position + 1] in PUNCTUATION:
+            return position + 2
+        return None
+
     def match_brackets(self, start: int, end: int) -> dict[int, int]:
         """For each ``[`` outside code spans and escapes, the ``]`` that balances it (if any)."""
         text = self.text
@@ -124,14 +135,11 @@ class _Scanner:
             if next_char is None:
                 break
             position = next_char.start()
-            code_end = self.code_at(position)
-            if code_end is not None:
-                position = code_end
+            past = self.skipped(position, end)
+            if past is not None:
+                position = past
                 continue
             char = text[position]
-            if char == "\\" and position + 1 < end and text[position + 1] in PUNCTUATION:
-                position += 2
-                continue
             if char == "[":
                 opened.append(position)
             elif char == "]" and opened:
@@ -157,14 +165,11 @@ class _Scanner:
                 # resume points are label ends (a "]"), which the search stops at too
                 position = next_char.start()
                 continue
-            code_end = self.code_at(position)
-            if code_end is not None:
-                position = code_end
+            past = self.skipped(position, end)
+            if past is not None:
+                position = past
                 continue
             char = text[position]
-            if char == "\\" and position + 1 < end and text[position + 1] in PUNCTUATION:
-                position += 2
-                continue
             embed = char == "!" and text.startswith("[", position + 1)
             if embed or char == "[":
                 bracket = position + 1 if embed else position
