@@ -757,7 +757,7 @@ Apply typed edits to a wiki as ONE git commit on main: every edit or none.
 
 Call it only after the user agreed (many-page edits: check_batch, then commit its plan). Limits: \
 {max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split \
-bigger work up front.
+big work.
 
 Edits apply in order, each on what the ones before left:
 - create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
@@ -773,7 +773,7 @@ none).
 - section ops {{path, heading, ...}}: replace_section, append_section {{content}}; insert_section_after \
 {{new_heading, level, content?}}; remove_section; rename_section {{new_heading, rewrite_links? (its links \
 follow, same-page too)}}. heading is page_outline's address (its text if unique); new_heading is text, \
-no #; a section includes its subsections; content has no heading line. Guard: expected_version or \
+no #; a section includes its subsections; content has no heading line. Guard (one of): expected_version or \
 expected_section_version (page_outline's sections[].version).
 - merge_pages {{path, pages, title?, headings?}}: the pages' text, front matter dropped, appended to \
 path in order, headings one level deeper unless headings=keep; a new path starts # title (default the \
@@ -788,7 +788,7 @@ case-sensitive; outside_code=true (old only): prose only, never code, HTML block
 targets (labels are prose). pattern is RE2 over the whole page ((?m) for ^ and $ per line), new may use \\1. \
 expected_count: the total replaced (search_wiki count=true).
 - each {{select {{prefix, glob?, frontmatter?, contains?, outside_code?}}, expected_count?, do, \
-its fields}}: do on every .md page under prefix (subfolders too) passing each test: frontmatter \
+do's fields, flat}}: do on every .md page under prefix (subfolders too) passing each test: frontmatter \
 {{set?, unset?}}, append {{content}}, delete {{redirect_links_to?}} or rename {{new_path, rewrite_links?}} \
 (into folder new_path, subfolders flattened: same names PATH_EXISTS). glob: whole path, * in a folder, \
 ** across; frontmatter: equal values, {{"status": "archived"}}. expected_count: pages selected, the \
@@ -1022,7 +1022,7 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
         ],
         ctx: Context,
         regex: Annotated[bool, Field(description="query is an RE2 pattern.")] = False,
-        case_sensitive: Annotated[bool, Field(description="Match letter case.")] = False,
+        case_sensitive: Annotated[bool, Field(description="Match letter case (count=true: always).")] = False,
         prefix: Annotated[str, Field(max_length=4096, description="Path prefix, e.g. wiki/db/.")] = "",
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many lines (or pages).")] = 50,
         cursor: Annotated[str | None, Field(max_length=8192, description="A next_cursor.")] = None,

@@ -18,6 +18,7 @@ preflight reads and answers (``HeadView``, ``Plan``) in ``plan``.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
@@ -27,15 +28,7 @@ from pydantic import BaseModel
 from worker.engine import across, each, extract, fileops, inplace, merge, moves, relink
 from worker.engine.budget import Budget, OverBudget, active
 from worker.engine.paths import DEFAULT_POLICY, ZonePolicy, check_path
-from worker.engine.plan import (
-    Applied,
-    BatchWarning,
-    DictHead,
-    HeadView,
-    NewFile,
-    Plan,
-    blob_id,
-)
+from worker.engine.plan import HeadView, Plan
 from worker.engine.state import BatchState, check_zone
 from worker.errors import MAX_EDIT_ERROR_BYTES, MAX_EDIT_ERRORS, BatchRejected
 from worker.schema.edits import (
@@ -67,17 +60,7 @@ from worker.schema.edits import (
     utf8,
 )
 
-__all__ = [
-    "Applied",
-    "BatchWarning",
-    "DictHead",
-    "HeadView",
-    "NewFile",
-    "Plan",
-    "blob_id",
-    "check_static",
-    "preflight",
-]
+__all__ = ["check_static", "preflight"]
 
 _APPLY: dict[type, Callable[[BatchState, int, Any], None]] = {
     Create: fileops.create,
@@ -222,10 +205,21 @@ def check_edit(edit: Edit, index: int, policy: ZonePolicy) -> None:
         both = sorted((edit.set or {}).keys() & set(edit.unset or ()))
         if both:
             raise BatchRejected("INVALID_BATCH", f"keys both set and unset: {both}", index)
-    elif isinstance(edit, InsertSectionAfter | RenameSection) and any(c in edit.new_heading for c in "\r\n"):
-        raise BatchRejected("INVALID_BATCH", "new_heading must be one line of text", index)
+    elif isinstance(edit, InsertSectionAfter | RenameSection):
+        if any(c in edit.new_heading for c in "\r\n"):
+            raise BatchRejected("INVALID_BATCH", "new_heading must be one line of text", index)
+        if _MARKS.match(edit.new_heading):
+            raise BatchRejected(
+                "INVALID_BATCH",
+                "new_heading is the heading's text without its '#' marks (the level is kept, or level "
+                f"says it): send {_MARKS.sub('', edit.new_heading, count=1)!r}",
+                index,
+            )
     elif isinstance(edit, ExtractSection) and edit.title is not None and any(c in edit.title for c in "\r\n"):
         raise BatchRejected("INVALID_BATCH", "title must be one line of text", index)
+
+
+_MARKS = re.compile(r"\s*#{1,6}(?:\s+|$)")  # a heading's marks, as an agent may copy them into new_heading
 
 
 def _check_each(edit: Each, index: int) -> None:

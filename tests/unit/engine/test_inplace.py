@@ -410,3 +410,18 @@ def test_overwrite_against_the_head_after_an_earlier_edit_warns() -> None:
     chained = over | {"expected_version": v(PAGE + "More.\n")}
     assert run(append, chained)[1].warnings == []
     assert run(over)[1].warnings == []
+
+
+@pytest.mark.parametrize("op", ["rename_section", "insert_section_after"])
+@pytest.mark.parametrize("given", ["## New", "# New", "  ### New"])
+def test_a_new_heading_with_its_marks_is_refused_naming_the_text_to_send(op: str, given: str) -> None:
+    """new_heading is text: '## New' would read back as a heading '## New' under the level kept, so it is
+    refused at submission (INVALID_BATCH) with the text to send instead; '#1 New' or 'C# notes' is text."""
+    fields = {"op": op, "path": "wiki/a.md", "heading": "Old", "new_heading": given}
+    if op == "insert_section_after":
+        fields["level"] = 2
+    with pytest.raises(BatchRejected) as refused:
+        check_static(Batch.model_validate({"message": "m", "edits": [fields]}))
+    assert refused.value.code == "INVALID_BATCH" and "send 'New'" in refused.value.message
+    for text in ("#1 New", "C# notes"):
+        check_static(Batch.model_validate({"message": "m", "edits": [fields | {"new_heading": text}]}))
