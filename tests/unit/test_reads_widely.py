@@ -29,12 +29,21 @@ WIDE: list[dict[str, Any]] = [
         "new_path": "wiki/c.md",
         "expected_version": V,
     },
+    {"op": "merge_pages", "path": "wiki/t.md", "pages": ["wiki/a.md", "wiki/b.md"]},
+    {"op": "rename_section", "path": "wiki/a.md", "heading": "A", "new_heading": "B", "rewrite_links": True}
+    | {"expected_version": V},
+    {"op": "each", "select": {"prefix": "wiki/"}, "expected_count": 2, "do": "rename", "new_path": "wiki/z"}
+    | {"rewrite_links": True},
+    {"op": "each", "select": {"prefix": "wiki/"}, "expected_count": 2, "do": "delete"}
+    | {"redirect_links_to": "wiki/b.md"},
 ]
 NARROW: list[dict[str, Any]] = [
     {"op": "create", "path": "wiki/a.md", "content": "a"},
     {"op": "rename", "path": "wiki/a.md", "new_path": "wiki/b.md", "expected_version": V},
     {"op": "delete", "path": "wiki/a.md", "expected_version": V},
     {"op": "append", "path": "log.md", "content": "x\n"},
+    {"op": "rename_section", "path": "wiki/a.md", "heading": "A", "new_heading": "B", "expected_version": V},
+    {"op": "each", "select": {"prefix": "wiki/"}, "expected_count": 2, "do": "frontmatter", "set": {"a": 1}},
 ]
 
 
@@ -42,7 +51,7 @@ def batch(*edits: dict[str, Any]) -> Batch:
     return Batch.model_validate({"message": "m", "edits": list(edits)})
 
 
-@pytest.mark.parametrize("edit", WIDE, ids=lambda e: e["op"])
+@pytest.mark.parametrize("edit", WIDE, ids=lambda e: f"{e['op']}-{e.get('do', '')}")
 def test_a_link_or_text_wide_op_reads_widely(edit: dict[str, Any]) -> None:
     assert reads_widely(batch(NARROW[0], edit))
 

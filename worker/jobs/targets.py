@@ -53,7 +53,18 @@ from worker.jobs.registry import WikiEntry
 from worker.jobs.resources import Resources
 from worker.jobs.storage import storage_fault, storage_fault_in
 from worker.jobs.wikis import Wikis
-from worker.schema.edits import Batch, Delete, Edit, ExtractSection, Rename, ReplaceAcross, RetargetLinks
+from worker.schema.edits import (
+    Batch,
+    Delete,
+    Each,
+    Edit,
+    ExtractSection,
+    MergePages,
+    Rename,
+    RenameSection,
+    ReplaceAcross,
+    RetargetLinks,
+)
 
 log = logging.getLogger("wikiq.worker")
 GROUP_MAX = 32  # batches a local wiki's group lands at most (the head and 31 followers)
@@ -162,11 +173,12 @@ def reads_widely(batch: Batch) -> bool:
 
 
 def _reads_widely(edit: Edit) -> bool:
-    """An edit that reads the pages mentioning something: the link-rewriting ops and replace_across."""
-    if isinstance(edit, ReplaceAcross | RetargetLinks | ExtractSection):
+    """An edit that reads the pages mentioning something: the link-rewriting ops (an ``each`` that moves
+    or deletes pages with their links too) and replace_across."""
+    if isinstance(edit, ReplaceAcross | RetargetLinks | ExtractSection | MergePages):
         return True
-    if isinstance(edit, Rename):
-        return edit.rewrite_links
+    if isinstance(edit, Rename | RenameSection | Each):
+        return edit.rewrite_links or (isinstance(edit, Each) and edit.redirect_links_to is not None)
     return isinstance(edit, Delete) and edit.redirect_links_to is not None
 
 
