@@ -70,12 +70,15 @@ return 0
 )
 
 # the Lua prelude of every script a lease fences: true when ``epoch`` ('' = not fenced) is older than the
-# partition's current epoch stored under ``key``
+# partition's current epoch stored under ``key``; such a script then changes nothing and replies REFUSED
 FENCED = """
 local function fenced(key, epoch)
   return epoch ~= '' and tonumber(redis.call('GET', key) or '0') > tonumber(epoch)
 end
 """
+
+
+REFUSED = -1  # what a fenced script replies (``Fenced`` for its caller)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from worker.errors import Fenced
 from worker.jobs.arq_compat import job_keys
 from worker.jobs.clock import now_ms
 from worker.jobs.handover import OUTBOX_CAP, OUTBOX_TAKE, OutboxEntry, hand_over_round, taken_entries
-from worker.jobs.leases import Lease, fence_of
+from worker.jobs.leases import REFUSED, Lease, fence_of
 from worker.jobs.record import FINISHED, JobRecord
 from worker.jobs.record_scripts import (
     CREATE,
@@ -229,7 +229,7 @@ class JobStore:
                 **self._retain_args(),
             )
             stored = await SWAP.run(self.redis, call)
-            if stored == -1:
+            if stored == REFUSED:
                 raise Fenced(f"job {job_id}: a run of an older lease epoch than {epoch_key}'s; not stored")
             if stored:
                 if release and changed.dry_run:
@@ -260,7 +260,7 @@ class JobStore:
         epoch_key, epoch = fence_of(lease, partition)
         records = [SwapItem(keys.job(job_id), expected, new) for job_id, expected, new in items]
         stored = int(await SWAP_MANY.run(self.redis, SwapMany(epoch_key, epoch, records)))
-        if stored == -1:
+        if stored == REFUSED:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing stored")
         return stored
 
@@ -323,7 +323,7 @@ class JobStore:
                 )
             )
         reply = await FINISH_MANY.run(self.redis, call)
-        if reply == -1:
+        if reply == REFUSED:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing finished")
         done, found = reply
         finished = [bool(flag) for flag in done]
