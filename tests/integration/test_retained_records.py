@@ -144,7 +144,7 @@ async def test_a_dropped_job_keeps_its_idempotency_key_bound(redis: ArqRedis) ->
     dave = f"dave-{uuid.uuid4().hex}"
     scope = f"{dave}\x00idem"
     record, stored = await _running(jobs, dave, "idem")
-    assert await jobs.claim_idempotency(scope, "k", "f" * 64, record.job_id) == (record.job_id, "f" * 64)
+    assert await jobs.bind_key(scope, "k", "f" * 64, record.job_id) == (record.job_id, "f" * 64)
     record.idempotency_guard = keys.idempotency(scope, "k")
     await redis.set(keys.job(record.job_id), record.model_dump_json(exclude_defaults=True), keepttl=True)
     stored = await redis.get(keys.job(record.job_id))
@@ -158,5 +158,5 @@ async def test_a_dropped_job_keeps_its_idempotency_key_bound(redis: ArqRedis) ->
         await _fail(jobs, dave, "idem")
     assert await jobs.get(record.job_id) is None
     assert await jobs.dropped(scope, "k", record.job_id) == "failed"
-    assert await jobs.claim_idempotency(scope, "k", "f" * 64, "ANOTHER") == (record.job_id, "f" * 64)
-    assert not await jobs.take_over_idempotency(scope, "k", (record.job_id, "f" * 64), "ANOTHER", dave)
+    assert await jobs.bind_key(scope, "k", "f" * 64, "ANOTHER") == (record.job_id, "f" * 64)
+    assert not await jobs.take_over_key(scope, "k", (record.job_id, "f" * 64), "ANOTHER", dave)

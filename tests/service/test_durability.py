@@ -283,7 +283,7 @@ async def test_a_key_whose_submission_died_before_its_record_is_taken_over(fresh
         digest = fingerprint(wiki, Batch.model_validate(batch))
         scope = f"{SINGLE_USER_ID}\x00{wiki}"
         jobs = JobStore(dep.redis, 3600, 3600)
-        assert await jobs.claim_idempotency(scope, "k", digest, "01PHANTOMJOB") == ("01PHANTOMJOB", digest)
+        assert await jobs.bind_key(scope, "k", digest, "01PHANTOMJOB") == ("01PHANTOMJOB", digest)
         table, total = keys.queued(SINGLE_USER_ID)  # the dead submission had claimed its bytes too
         await dep.redis.hset(table, "01PHANTOMJOB", 1000)  # type: ignore[misc]
         await dep.redis.incrby(total, 1000)

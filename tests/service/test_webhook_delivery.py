@@ -619,7 +619,7 @@ async def test_what_a_dead_taker_left_pending_is_claimed_and_sent_once(
     await dead.sender.aclose()
     alive = taker(dep, "taker-alive")
     assert await alive.outbox.read(0) == []  # a new read does not see it: it is the dead one's
-    claimed = await alive.outbox.claim(0)
+    claimed = await alive.outbox.take_idle(0)
     assert [e.job_id for e in claimed] == [job_id]
     await alive.deliver(claimed)
     await alive.sender.aclose()

@@ -103,7 +103,7 @@ class JobStore:
             "index_prefix": keys.wiki_jobs(""),
         }
 
-    async def release_bytes(self, record: JobRecord) -> None:
+    async def return_bytes(self, record: JobRecord) -> None:
         """Give back the bytes of a job that was never queued."""
         table, total = keys.queued(record.submitter)
         if await cast(Awaitable[int], self.redis.hdel(table, record.job_id)):
@@ -113,7 +113,7 @@ class JobStore:
         """Store a new record and index it under its wiki (trimming index entries past retention).
 
         With ``idempotency`` (scope, key, fingerprint), only while that key is bound to this job (a retry
-        may have taken over a key whose first submission seemed dead, ``take_over_idempotency``); False
+        may have taken over a key whose first submission seemed dead, ``take_over_key``); False
         when it is not, and nothing is stored.
         """
         cutoff = record.submitted_ms - self.retention * 1000
@@ -353,7 +353,7 @@ class JobStore:
                         break
         return out
 
-    async def claim_idempotency(self, scope: str, key: str, fingerprint: str, job_id: str) -> tuple[str, str]:
+    async def bind_key(self, scope: str, key: str, fingerprint: str, job_id: str) -> tuple[str, str]:
         """Bind ``key`` to ``job_id`` for 24 h, or return the ``(job_id, fingerprint)`` already bound."""
         name = keys.idempotency(scope, key)
         value = f"{job_id} {fingerprint}"
@@ -361,7 +361,7 @@ class JobStore:
             return job_id, fingerprint
         existing = await self.redis.get(name)
         if existing is None:  # expired between the two calls: claim again
-            return await self.claim_idempotency(scope, key, fingerprint, job_id)
+            return await self.bind_key(scope, key, fingerprint, job_id)
         text = existing.decode() if isinstance(existing, bytes) else existing
         bound_job, bound_print = text.split(" ")[:2]  # a third word: the record was dropped (``dropped``)
         return bound_job, bound_print
@@ -373,7 +373,7 @@ class JobStore:
         words = (value.decode() if isinstance(value, bytes) else value or "").split(" ")
         return words[2] if len(words) == 3 and words[0] == job_id and words[2] in FINISHED else None
 
-    async def take_over_idempotency(
+    async def take_over_key(
         self, scope: str, key: str, bound: tuple[str, str], job_id: str, submitter: str
     ) -> bool:
         """Rebind ``key`` from ``bound`` (job id, fingerprint) to ``job_id`` if that job's record does not
@@ -394,6 +394,6 @@ class JobStore:
         )
         return bool(await TAKE_OVER.run(self.redis, call))
 
-    async def release_idempotency(self, scope: str, key: str) -> None:
+    async def unbind_key(self, scope: str, key: str) -> None:
         """Forget an idempotency key whose job could not be queued."""
         await self.redis.delete(keys.idempotency(scope, key))

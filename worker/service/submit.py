@@ -136,7 +136,7 @@ class Submissions:
         cap = settings.max_queued_bytes
         if 0 < cap < record.queued_bytes:
             if idempotency_key is not None:
-                await self.jobs.release_idempotency(scope, idempotency_key)
+                await self.jobs.unbind_key(scope, idempotency_key)
             raise BatchRejected(
                 "BATCH_TOO_LARGE",
                 f"the batch is {record.queued_bytes} bytes, over the {cap} bytes one principal may have "
@@ -144,7 +144,7 @@ class Submissions:
             )
         if plan is not None and not await self.redis.set(keys.plan_used(plan), job_id, nx=True, ex=86400):
             if idempotency_key is not None:
-                await self.jobs.release_idempotency(scope, idempotency_key)
+                await self.jobs.unbind_key(scope, idempotency_key)
             raise BatchRejected(
                 "PLAN_NOT_FOUND", f"plan {plan[:80]!r} was committed already (a plan commits once)"
             )
@@ -171,12 +171,12 @@ class Submissions:
             assert guard is not None
             replayed = await self._bind_key(caller.id, *guard, new_job_id())
             if replayed is None:  # the key expired meanwhile (24 h): nothing was queued for it
-                await self.jobs.release_idempotency(scope, guard[1])
+                await self.jobs.unbind_key(scope, guard[1])
                 raise StorageUnavailable("this submission stalled and was not queued; submit it again", 1)
             return replayed
         if outcome != ACCEPTED:
             if idempotency_key is not None:
-                await self.jobs.release_idempotency(scope, idempotency_key)
+                await self.jobs.unbind_key(scope, idempotency_key)
             raise RateLimited(
                 f"{outcome} bytes of your batches are still waiting or kept as dry-run results (the limit "
                 f"is {cap}); wait for some to finish (a dry run counts until it expires or its plan is "
@@ -198,9 +198,9 @@ class Submissions:
             try:
                 async with asyncio.timeout(TAKE_BACK_SECONDS):
                     await self.jobs.delete(record.job_id, record.wiki)
-                    await self.jobs.release_bytes(record)
+                    await self.jobs.return_bytes(record)
                     if key is not None:
-                        await self.jobs.release_idempotency(scope, key)
+                        await self.jobs.unbind_key(scope, key)
                     if plan is not None:
                         await self.redis.delete(keys.plan_used(plan))
             except Exception as exc:  # Redis still away: the key expires, the record never was
@@ -224,7 +224,7 @@ class Submissions:
         answered by its id, wiki and final status alone, and never queued again.
         """
         for _ in range(3):
-            bound, bound_digest = await self.jobs.claim_idempotency(scope, key, digest, job_id)
+            bound, bound_digest = await self.jobs.bind_key(scope, key, digest, job_id)
             if bound == job_id:
                 return None
             if bound_digest != digest:
@@ -236,7 +236,7 @@ class Submissions:
                     return Job(job_id=bound, wiki=scope.split("\x00", 1)[1], status=cast(JobStatus, status))
                 existing = await self._record_of(bound)
             if existing is None:
-                if await self.jobs.take_over_idempotency(scope, key, (bound, digest), job_id, submitter):
+                if await self.jobs.take_over_key(scope, key, (bound, digest), job_id, submitter):
                     return None
                 continue  # rebound or stored meanwhile: look again
             if existing.status == "queued":  # a no-op when it is on its queue already

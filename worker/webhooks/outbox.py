@@ -6,7 +6,7 @@ entries for that worker's taker in the same script (its consumer name is all the
 webhooks). Other takers (``worker.webhooks.taker``) read new entries with ``XREADGROUP`` (each entry goes to
 one taker), and an entry stays pending in the group until the taker that sent its attempt recorded it,
 acknowledged it and deleted it (``RECORD``), in one script. A taker that dies with entries in hand leaves
-them pending: any taker claims those idle longer than the delivery timeout plus ``CLAIM_MARGIN`` seconds
+them pending: any taker takes those idle longer than the delivery timeout plus ``TAKE_MARGIN`` seconds
 (``XAUTOCLAIM``) and sends them, so a webhook is sent at least once (receivers de-duplicate by
 ``webhook-id``).
 
@@ -29,7 +29,7 @@ from worker import keys
 from worker.jobs.handover import OUTBOX_TAKE, OutboxEntry
 from worker.jobs.scripts import Call, Script, arg, items, key
 
-CLAIM_MARGIN = 5.0  # seconds an entry stays pending past the delivery timeout before another taker claims it
+TAKE_MARGIN = 5.0  # seconds an entry stays pending past the delivery timeout before another taker takes it
 WEBHOOK_ENTRY_MS = 24 * 3600 * 1000  # what arq keeps a queued attempt's entry (its default expiry)
 
 
@@ -88,7 +88,7 @@ return done
 
 
 def _entries(stream: Any, found: Any) -> list[OutboxEntry]:
-    """The entries of one stream in a read or claim answer; one deleted while pending has no fields."""
+    """The entries of one stream in a read or take answer; one deleted while pending has no fields."""
     return [OutboxEntry.parse(stream, entry_id, fields) for entry_id, fields in found or () if fields]
 
 
@@ -130,7 +130,7 @@ class Outbox:
             return []
         return [entry for stream, found in got or () for entry in _entries(stream, found)]
 
-    async def claim(self, idle_ms: int) -> list[OutboxEntry]:
+    async def take_idle(self, idle_ms: int) -> list[OutboxEntry]:
         """Entries another consumer took and left pending for ``idle_ms`` or longer (it died, or hangs),
         now this one's to send."""
         out: list[OutboxEntry] = []

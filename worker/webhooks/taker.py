@@ -18,7 +18,7 @@ and queues the next attempt on arq when one is due. Retries (attempt 1 on) are a
 ``wikiq:webhooks`` queue that the workers run (``worker.webhooks.deliver``).
 
 Nothing is lost when a taker dies: what it took stays pending in the outbox's group, and every serving
-taker claims entries left pending longer than the delivery timeout plus ``CLAIM_MARGIN`` (checking every
+taker takes entries left pending longer than the delivery timeout plus ``TAKE_MARGIN`` (checking every
 half of that), so at worst a receiver sees an event twice under the same ``webhook-id``.
 """
 
@@ -60,21 +60,21 @@ from worker.webhooks.deliver import (
 )
 from worker.webhooks.http import WebhookSender
 from worker.webhooks.lanes import FIRST_EACH, FIRST_IN_FLIGHT, Lanes
-from worker.webhooks.outbox import CLAIM_MARGIN, Outbox, RecordItem
+from worker.webhooks.outbox import TAKE_MARGIN, Outbox, RecordItem
 
 log = logging.getLogger("wikiq.webhooks")
 IN_FLIGHT = FIRST_IN_FLIGHT  # POSTs, and bursts, this process has in flight at most
 BLOCK_MS = 1000  # the longest one read of the outbox waits for an entry
 
 
-def claim_idle_ms(settings: Settings) -> int:
-    """How long an entry stays pending with the taker that read it before another claims it."""
-    return int((settings.webhook_timeout + CLAIM_MARGIN) * 1000)
+def idle_before_taking_ms(settings: Settings) -> int:
+    """How long an entry stays pending with the taker that read it before another takes it."""
+    return int((settings.webhook_timeout + TAKE_MARGIN) * 1000)
 
 
 def taker_name(kind: str) -> str:
     """A consumer name for one process's taker (``kind``: worker or webhooks), unique among every process
-    that ever takes: a restarted process claims what its earlier self left, as any other taker does."""
+    that ever takes: a restarted process takes what its earlier self left, as any other taker does."""
     return f"{kind}:{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
 
 
@@ -93,7 +93,7 @@ class Taker:
     ) -> None:
         self.name = name
         self.schedule = settings.webhook_retry_schedule
-        self.idle_ms = claim_idle_ms(settings)
+        self.idle_ms = idle_before_taking_ms(settings)
         self.jobs = jobs
         self.redis = redis
         self.outbox = Outbox(redis, settings.partitions, name)
@@ -106,9 +106,9 @@ class Taker:
     async def serve(self, stopping: asyncio.Event) -> None:
         """Take and send until ``stopping`` is set (or the task is cancelled): new entries as they come,
         and every ``idle_ms / 2`` the entries a dead taker left. While Redis is away, try again every
-        second (what was taken meanwhile stays pending, and is claimed again)."""
+        second (what was taken meanwhile stays pending, and is taken again)."""
         joined = False
-        claimed = float("-inf")
+        taken_idle = float("-inf")
         while not stopping.is_set():
             if len(self.tasks) >= IN_FLIGHT:
                 await asyncio.wait(list(self.tasks), return_when=asyncio.FIRST_COMPLETED)
@@ -117,9 +117,9 @@ class Taker:
                 if not joined:
                     await self.outbox.join()
                     joined = True
-                if time.monotonic() - claimed >= self.idle_ms / 2000:
-                    claimed = time.monotonic()
-                    self.start(await self.outbox.claim(self.idle_ms))
+                if time.monotonic() - taken_idle >= self.idle_ms / 2000:
+                    taken_idle = time.monotonic()
+                    self.start(await self.outbox.take_idle(self.idle_ms))
                 self.start(await self.outbox.read(BLOCK_MS))
             except (RedisError, OSError) as exc:
                 log.warning("webhooks: Redis unavailable (%s)", exc)
@@ -162,11 +162,11 @@ class Taker:
         task.add_done_callback(self.tasks.discard)
 
     async def _recorded(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work``; Redis failing leaves its entries pending, claimed later."""
+        """Run ``work``; Redis failing leaves its entries pending, taken later."""
         try:
             await work
         except (RedisError, OSError) as exc:
-            log.warning("webhooks: first attempts not recorded (%s); claimed later", exc)
+            log.warning("webhooks: first attempts not recorded (%s); taken later", exc)
 
     async def _deliver(self, entries: list[OutboxEntry]) -> None:
         raws = await self.redis.mget([keys.job(entry.job_id) for entry in entries])
@@ -263,7 +263,7 @@ class Taker:
 
     async def _record_changed(self, entry: OutboxEntry, outcome: Outcome) -> None:
         """Record an attempt on a job whose record changed since it was read (a redelivery began, say),
-        unless another taker (which claimed the entry meanwhile) recorded it already: its entry
+        unless another taker (which took the entry meanwhile) recorded it already: its entry
         acknowledged first, then the attempt as a retry would record it."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.xack(entry.stream, keys.OUTBOX_GROUP, entry.entry_id)
