@@ -391,8 +391,10 @@ def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
     assert (
         out(counted) == "wiki/alpha.md: 2\nwiki/beta.md: 1\ntotal: 3\n"
     )  # case-sensitive, as replace_across
-    prose = wikiq("search", wiki, "beta", "--outside-code", "--count", url=svc.url)
+    prose = wikiq("search", wiki, "links", "--outside-code", "--count", url=svc.url)
     assert out(prose) == "wiki/alpha.md: 1\ntotal: 1\n"
+    target = wikiq("search", wiki, "beta", "--outside-code", "--count", url=svc.url)
+    assert out(target) == "total: 0\n"  # in alpha.md, only a link's target: not prose
 
     # the plan the dry run printed commits exactly what it showed, once
     assert f"wikiq commit-plan {wiki} plan-" in plain.stdout.decode()
