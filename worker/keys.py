@@ -74,6 +74,11 @@ def bell(partition: int) -> str:
     return f"wikiq:bell:{partition}"
 
 
+def worker_bell(worker_id: str) -> str:
+    """The doorbell list of one worker process, rung when a partition is handed back or a process joins."""
+    return f"wikiq:worker-bell:{worker_id}"
+
+
 def lease(partition: int) -> str:
     """The lease naming the worker that owns a partition."""
     return f"wikiq:lease:{partition}"

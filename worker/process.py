@@ -9,6 +9,12 @@ handed back in the background with its lease still renewed until its consumer's 
 stopping process keeps renewing until its last one ended: a lease never lapses under a running job of a live
 process, and one slow job never holds up the renewal of the others. One blocking ``BLPOP`` over the
 doorbells of every held partition wakes the right consumer.
+
+A stopping process (SIGTERM) starts no new job: it leaves the live set at once (the others' share grows),
+hands back every partition as soon as its job in flight (if any) ended, deleting the lease, and then rings
+each other process's own doorbell (``keys.worker_bell``), whose lease loop looks at once instead of at its
+next period: its partitions move within moments of being handed back, not after ``lease_seconds``. A
+process that joins rings the others the same way, so that they hand it its share at once.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from worker.webhooks.lanes import RETRIES_EACH, RETRIES_IN_FLIGHT, Lanes
 from worker.webhooks.taker import Taker, taker_name
 
 log = logging.getLogger("wikiq.worker")
+# what a process's own doorbell is rung with: look at the leases now; the partitions held changed
+LEASES, BELLS = b"leases", b"bells"
 
 
 class WorkerProcess:
@@ -61,6 +69,9 @@ class WorkerProcess:
         self.handing: dict[int, PartitionRunner] = {}  # their runners, until handed back
         self.lease_ms = int(self.settings.lease_seconds * 1000)
         self.stopping = asyncio.Event()
+        self.bell = keys.worker_bell(self.id)  # this process's own doorbell (see the module)
+        self.tend_now = asyncio.Event()  # set by the own doorbell: look at the leases now
+        self.joined = False  # the others were told this process is here
 
     def _webhook_worker(self, ctx: JobContext) -> Worker:
         settings = self.settings
@@ -123,15 +134,16 @@ class WorkerProcess:
             await self.stopping.wait()
         finally:
             await cancel_and_wait(*others)
+            with contextlib.suppress(RedisError):  # the others' share grows at once: they take what is freed
+                await self.redis.zrem(keys.WORKERS, self.id)
             # the lease loop goes on renewing (taking nothing new) until every partition is handed back:
             # a job in flight keeps its partition to the end, instead of a lapsed lease letting another
             # process run it again meanwhile
-            for partition in list(self.runners):
-                self._release_later(partition)
-            await asyncio.gather(*self.releasing.values(), return_exceptions=True)
+            while self.runners or self.releasing:  # (again for a lease granted as the stop began)
+                for partition in list(self.runners):
+                    self._release_later(partition)
+                await asyncio.gather(*self.releasing.values(), return_exceptions=True)
             await cancel_and_wait(leases)
-            with contextlib.suppress(RedisError):
-                await self.redis.zrem(keys.WORKERS, self.id)
             deliveries = [task for worker in webhook_workers for task in worker.tasks.values()]
             deliveries += [] if taker is None else list(taker.tasks)
             if deliveries:  # let deliveries in flight finish (bounded)
@@ -145,19 +157,50 @@ class WorkerProcess:
     async def _lease_loop(self) -> None:
         period = self.settings.lease_seconds / 3
         while True:
+            self.tend_now.clear()
             try:
                 await self._tend_leases()
             except RedisError as exc:
                 log.warning("leases: Redis unavailable (%s)", exc)
-            await asyncio.sleep(period)  # the lease renewal period
+            with contextlib.suppress(TimeoutError):  # the renewal period, cut short by the own doorbell
+                await asyncio.wait_for(self.tend_now.wait(), period)
 
-    async def _tend_leases(self) -> None:
+    async def _heartbeat(self) -> int:
+        """Count this process among the live ones (not once stopping); the number of live processes."""
         now = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(keys.WORKERS, {self.id: now})
+            if self.stopping.is_set():
+                pipe.zrem(keys.WORKERS, self.id)
+            else:
+                pipe.zadd(keys.WORKERS, {self.id: now})
             pipe.zremrangebyscore(keys.WORKERS, "-inf", now - self.lease_ms)
             pipe.zcard(keys.WORKERS)
             *_, live = await pipe.execute()
+        return int(live)
+
+    async def _ring_others(self) -> None:
+        """Ring the own doorbell of every other live process: its lease loop looks at the leases now."""
+        members = await self.redis.zrange(keys.WORKERS, 0, -1)
+        others = [m.decode() if isinstance(m, bytes) else str(m) for m in members]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for other in others:
+                if other != self.id:
+                    bell = keys.worker_bell(other)
+                    pipe.lpush(bell, LEASES)
+                    pipe.ltrim(bell, 0, 7)
+                    pipe.pexpire(bell, self.lease_ms)  # a process that pops none within a lease is gone
+            await pipe.execute()
+
+    async def _rebell(self) -> None:
+        """Wake this process's own doorbell pop: the partitions it holds changed, so its keys do."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.lpush(self.bell, BELLS)
+            pipe.ltrim(self.bell, 0, 7)
+            pipe.pexpire(self.bell, self.lease_ms)
+            await pipe.execute()
+
+    async def _tend_leases(self) -> None:
+        live = await self._heartbeat()
         for partition in [*self.runners, *self.releasing]:
             kept = await RENEW.run(self.redis, Renew(keys.lease(partition), self.id, self.lease_ms))
             if kept:
@@ -171,8 +214,9 @@ class WorkerProcess:
                 handing.lease.lost.set()  # being handed back: its last job stops as well
         if self.stopping.is_set():
             return  # only renewing now, while the partitions are handed back
-        target = math.ceil(self.settings.partitions / max(int(live), 1))
+        target = math.ceil(self.settings.partitions / max(live, 1))
         if len(self.runners) < target:
+            taken = False
             free = [
                 p
                 for p in range(self.settings.partitions)
@@ -180,7 +224,7 @@ class WorkerProcess:
             ]
             random.shuffle(free)
             for partition in free:
-                if len(self.runners) >= target:
+                if len(self.runners) >= target or self.stopping.is_set():
                     break
                 grant = Grant(keys.lease(partition), keys.lease_epoch(partition), self.id, self.lease_ms)
                 epoch = int(await GRANT.run(self.redis, grant))
@@ -189,10 +233,16 @@ class WorkerProcess:
                     runner = PartitionRunner(partition, self.resources, self.id, lease)
                     self.runners[partition] = runner
                     runner.start()
+                    taken = True
                     log.info("partition %s: lease taken by %s at epoch %s", partition, self.id, epoch)
+            if taken:
+                await self._rebell()
         elif len(self.runners) > target:
             for partition in [p for p, r in self.runners.items() if not r.busy][: len(self.runners) - target]:
                 self._release_later(partition)
+        if not self.joined:  # the others may hand this process its share now
+            await self._ring_others()
+            self.joined = True
 
     def _release_later(self, partition: int) -> None:
         """Hand ``partition`` back in the background: the lease loop goes on (renewing this lease too)
@@ -210,18 +260,20 @@ class WorkerProcess:
 
     async def _release(self, partition: int, runner: PartitionRunner) -> None:
         """Stop ``runner`` after its job in flight, then delete the lease if still ours and ring the
-        partition's doorbell, so that the next owner looks at once."""
+        partition's doorbell, so that the next owner looks at once, and the other processes' own doorbells,
+        so that one of them takes it at once."""
+        if not self.stopping.is_set():  # (a stopping process's doorbell pop has ended already)
+            with contextlib.suppress(RedisError):
+                await self._rebell()  # the pop leaves this partition's doorbell to its next owner
         await runner.stop()
         with contextlib.suppress(RedisError):
             await RELEASE.run(self.redis, Release(keys.lease(partition), self.id))
             await ring(self.redis, partition)
+            await self._ring_others()
 
     async def _bell_loop(self) -> None:
         while True:
-            if not self.runners:
-                await asyncio.sleep(0.2)  # no partition yet: the lease loop is acquiring
-                continue
-            bells = [keys.bell(p) for p in self.runners]
+            bells = [self.bell, *(keys.bell(p) for p in self.runners)]
             try:
                 popped = await cast(Awaitable[Any], self.bell_redis.blpop(bells, timeout=1))
             except RedisError as exc:
@@ -231,6 +283,10 @@ class WorkerProcess:
             if popped is None:
                 continue
             key = popped[0].decode() if isinstance(popped[0], bytes) else popped[0]
+            if key == self.bell:
+                if popped[1] in (LEASES, LEASES.decode()):  # else BELLS: only the keys changed
+                    self.tend_now.set()
+                continue  # and pop again, over the partitions held now
             runner = self.runners.get(int(key.rsplit(":", 1)[1]))
             if runner is not None:
                 runner.wake.set()

@@ -61,9 +61,8 @@ def api(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
 ) -> None:
     """Run the HTTP API (configured by WIKIQ_* variables)."""
-    import uvicorn
-
     from api.server.app import create_app
+    from api.server.stopping import Draining, serve
 
     settings = _settings()
     if settings.tokens_file is None and not _loopback(host):
@@ -75,14 +74,16 @@ def api(
         raise typer.Exit(2)
     _logging(settings)
     _check_remotes(settings)
+    draining = Draining()
     try:
-        application = create_app(settings, bind_host=host)
+        application = create_app(settings, bind_host=host, draining=draining)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         typer.echo(f"wikiq: bad tokens file WIKIQ_TOKENS_FILE={settings.tokens_file}: {first}", err=True)
         raise typer.Exit(2) from None
-    uvicorn.run(
+    serve(  # SIGTERM: long-polls answer at once, other requests finish, exit 0 (api.server.stopping)
         application,
+        draining,
         host=host,
         port=port,
         log_level="warning",

@@ -26,6 +26,7 @@ from api.server.deps import AppState, Svc
 from api.server.hosts import AllowedHosts, HostGuard
 from api.server.limits import RequestLimits
 from api.server.routes import jobs, wikis
+from api.server.stopping import Draining
 from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
 from worker.bootstrap import bootstrap
@@ -49,18 +50,19 @@ def redis_unavailable(exc: RedisError) -> bool:
     return isinstance(exc, ResponseError) and str(exc).startswith(_TRANSIENT)
 
 
-def create_app(settings: Settings, bind_host: str = "127.0.0.1") -> FastAPI:
+def create_app(settings: Settings, bind_host: str = "127.0.0.1", draining: Draining | None = None) -> FastAPI:
     """A wikiq API app bound to ``settings``, listening on ``bind_host`` (which names it answers for,
-    with ``WIKIQ_ALLOWED_HOSTS``: ``api.server.hosts``); ``ValueError`` or ``OSError`` for a bad
-    tokens/remotes file."""
+    with ``WIKIQ_ALLOWED_HOSTS``: ``api.server.hosts``); ``draining``: set by the server when the process
+    is stopping (``api.server.stopping``). ``ValueError`` or ``OSError`` for a bad tokens/remotes file."""
     auth = Authenticator(settings)
+    stopping = draining if draining is not None else Draining()
     remotes = RemoteRegistry(settings.remotes_file)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with bootstrap(settings, remotes=remotes, listen=True) as resources:
             sessions = Sessions(resources.redis, settings.ui_sessions_per_token)
-            app.state.wikiq = AppState(Service(resources), auth, sessions)
+            app.state.wikiq = AppState(Service(resources), auth, sessions, stopping)
             yield
 
     app = FastAPI(

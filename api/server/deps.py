@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.server.auth import Authenticator, Principal, principal
+from api.server.stopping import Draining
 from api.server.ui.sessions import Sessions
 from worker.service import Service
 
@@ -24,6 +25,7 @@ class AppState:
     service: Service
     auth: Authenticator
     sessions: Sessions
+    draining: Draining  # set once the process is stopping: long-polls answer at once
 
 
 async def state(request: Request) -> AppState:

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.mcp.tools import Backend, Refused, build_server
 from api.server.auth import Principal, principal
 from api.server.deps import AppState
+from api.server.stopping import Draining
 from worker.errors import WikiqError
 from worker.schema.answers import BacklinkList, ErrorInfo, Job, MatchList, Page, PageList, PageSet, WikiList
 from worker.schema.edits import Batch, PlanSubmission
@@ -34,11 +35,13 @@ from worker.service import Service
 
 
 class ServiceBackend:
-    """The tools' backend in the API process: the service, called as ``caller``."""
+    """The tools' backend in the API process: the service, called as ``caller``; its waits for a job end
+    at once when the process is stopping (``draining``)."""
 
-    def __init__(self, service: Service, caller: Principal) -> None:
+    def __init__(self, service: Service, caller: Principal, draining: Draining | None = None) -> None:
         self.service = service
         self.caller = caller
+        self.draining = draining if draining is not None else Draining()
 
     async def _call(self, call: Any) -> Any:
         try:
@@ -112,7 +115,9 @@ class ServiceBackend:
         return await self.job(answer.job_id, wait)
 
     async def job(self, job_id: str, wait: float) -> Job:
-        found: Job = await self._call(self.service.jobs.get(self.caller, job_id, wait))
+        found: Job = await self._call(
+            self.draining.long_poll(lambda left: self.service.jobs.get(self.caller, job_id, left), wait)
+        )
         return found
 
     async def cancel(self, job_id: str) -> Job:
@@ -212,7 +217,7 @@ def mount(app: FastAPI, settings: Any) -> None:
         state: AppState = request.app.state.wikiq
         caller = request.state.principal  # set by _Guard (through api.server.auth.principal)
         assert isinstance(caller, Principal)
-        return ServiceBackend(state.service, caller)
+        return ServiceBackend(state.service, caller, state.draining)
 
     server = build_server(backend_for, settings.limits)
     # Host and Origin are checked for the whole app, /mcp in every mode included (api.server.hosts)

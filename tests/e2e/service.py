@@ -1,8 +1,9 @@
 """A whole wikiq deployment made of real processes, for end-to-end tests.
 
 Its own Redis-compatible server (AOF on, so a clean restart keeps the queue, fsynced as
-``WIKIQ_ACCEPT_DURABILITY`` needs), one API process on a free
-port and any number of worker processes, all on loopback, all stopped at the end.
+``WIKIQ_ACCEPT_DURABILITY`` needs), one API process on a free port (``client`` talks to it; ``start_api``
+adds more, or starts one again on a port whose process was stopped) and any number of worker processes, all
+on loopback, all stopped at the end.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from worker.jobs.ids import partition_of
 from worker.redis_server import RedisServer, appendfsync_for, free_port
 
 TEST_SECRET = "whsec_" + base64.b64encode(b"wikiq test secret, 32 bytes long").decode()
@@ -50,7 +52,7 @@ class Service:
             "WIKIQ_LOG_LEVEL": os.environ.get("WIKIQ_TEST_LOG_LEVEL", "warning"),
             **env,
         }
-        self.api: subprocess.Popen[bytes] | None = None
+        self.apis: dict[int, subprocess.Popen[bytes]] = {}  # API processes by port
         self.workers: list[subprocess.Popen[bytes]] = []
         self.senders: list[subprocess.Popen[bytes]] = []  # `wikiq webhooks` processes
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=70)
@@ -63,6 +65,11 @@ class Service:
     def url(self) -> str:
         """Base URL of the API."""
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api(self) -> subprocess.Popen[bytes] | None:
+        """The API process at ``url`` (None before ``start`` or once stopped)."""
+        return self.apis.get(self.port)
 
     def _spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{args[0]}-{len(self.workers)}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
@@ -78,22 +85,55 @@ class Service:
         senders."""
         if self.own_redis:
             self.redis.start()
-        self.api = self._spawn("api", "--port", str(self.port))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if self.client.get("/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or self.api.poll() is not None:
-                raise RuntimeError(f"the API did not start; logs in {self.root}")
-            time.sleep(0.05)  # waiting for a starting process to listen
+        self.start_api(self.port)
         for _ in range(workers):
             self.start_worker()
         for _ in range(senders):
             self.start_sender()
         return self
+
+    def start_api(self, port: int | None = None) -> int:
+        """Start an API process on ``port`` (default: a free one), returning its port once ``/readyz``
+        answers 200."""
+        port = free_port() if port is None else port
+        assert self.apis.get(port) is None or self.apis[port].poll() is not None, f"an API runs on {port}"
+        process = self._spawn("api", "--port", str(port))
+        self.apis[port] = process
+        deadline = time.monotonic() + 30
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        return port
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"the API on port {port} did not start; logs in {self.root}")
+                time.sleep(0.05)  # waiting for a starting process to listen
+
+    def stop_api(self, port: int | None = None, timeout: float = 30) -> int:
+        """SIGTERM the API process on ``port`` (default: the one at ``url``) and return its exit code
+        (asserting it exits within ``timeout`` seconds)."""
+        process = self.apis.pop(self.port if port is None else port)
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"the API did not exit within {timeout} s of SIGTERM") from None
+
+    def stop_worker(self, process: subprocess.Popen[bytes], timeout: float = 30) -> int:
+        """SIGTERM a worker and return its exit code (asserting it exits within ``timeout`` seconds)."""
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"the worker did not exit within {timeout} s of SIGTERM") from None
+        finally:
+            self.workers.remove(process)
 
     def start_sender(self, **env: str) -> subprocess.Popen[bytes]:
         """Start one more ``wikiq webhooks`` process (``env`` adds to or overrides the variables)."""
@@ -119,10 +159,11 @@ class Service:
         self.workers.clear()
 
     def stop(self) -> None:
-        """Stop everything (workers and webhook senders gracefully, then the API, then Redis)."""
-        _terminate([*self.workers, *self.senders, *([self.api] if self.api else [])])
+        """Stop everything (workers, webhook senders and API processes gracefully, then Redis)."""
+        _terminate([*self.workers, *self.senders, *self.apis.values()])
         self.workers.clear()
         self.senders.clear()
+        self.apis.clear()
         self.client.close()
         if self.own_redis:
             self.redis.stop()
@@ -162,6 +203,42 @@ class Service:
         answer = self.submit(wiki, batch)
         assert answer.status_code == 202, answer.text
         return self.wait(answer.json()["job_id"])
+
+    # -- plain git ---------------------------------------------------------------------------------
+
+    def git(self, wiki: str, *args: str) -> str:
+        """The output of ``git`` run on a local wiki's repository."""
+        repo = self.data / "wikis" / f"{wiki}.git"
+        return subprocess.run(
+            ["git", "--git-dir", str(repo), *args], check=True, capture_output=True, text=True
+        ).stdout
+
+    def landed(self, wiki: str) -> list[tuple[str, str, set[str]]]:
+        """Every commit on ``main`` after the first, oldest first (first parents): its id, its ``Wikiq-Job``
+        trailer ('' when none, several joined by spaces) and the paths it touched."""
+        log = self.git(
+            wiki,
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%x00%H %(trailers:key=Wikiq-Job,valueonly,separator=%x20)",
+            "--name-only",
+            "main",
+        )
+        found = []
+        for block in log.split("\x00")[1:]:
+            head, *paths = [line for line in block.splitlines() if line.strip()]
+            commit, _, job = head.partition(" ")
+            found.append((commit, job.strip(), set(paths)))
+        return found[1:]  # the first commit is the wiki's creation
+
+
+def wiki_on(partition: int, prefix: str, partitions: int = 4, skip: int = 0) -> str:
+    """A wiki id starting with ``prefix`` that falls in ``partition`` (the ``skip``-th such id)."""
+    found = (f"{prefix}{i}" for i in range(100_000) if partition_of(f"{prefix}{i}", partitions) == partition)
+    for _ in range(skip):
+        next(found)
+    return next(found)
 
 
 def _terminate(processes: list[subprocess.Popen[bytes]]) -> None:

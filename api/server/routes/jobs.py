@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.server.deps import Caller, Svc
+from api.server.deps import App, Caller, Svc
 from api.server.errors import ERROR_RESPONSES, ErrorBody
 from api.server.routes.wikis import WikiId
 from worker.schema.answers import Job, JobList, JobStatus
@@ -18,12 +18,13 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, description="the job id
 @router.get("/jobs/{job_id}", operation_id="get_job", response_model=Job)
 async def get_job(
     job_id: JobId,
-    svc: Svc,
+    state: App,
     caller: Caller,
     wait: Annotated[float, Query(ge=0, description="answer once finished, or after this many s (≤ 60)")] = 0,
 ) -> Job:
-    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S (at most 60) s."""
-    return await svc.jobs.get(caller, job_id, wait)
+    """The job; with ``wait=S`` it answers as soon as the job is finished, or after S (at most 60) s (at
+    once when the API process is stopping: poll again)."""
+    return await state.draining.long_poll(lambda left: state.service.jobs.get(caller, job_id, left), wait)
 
 
 @router.delete("/jobs/{job_id}", operation_id="cancel_job", response_model=Job)
