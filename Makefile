@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: run test lint bench fuzz clean
+.PHONY: run test lint bench fuzz clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(VENV)/.bench-installed
 # A longer schemathesis run than the one inside `make test` (set WIKIQ_FUZZ_EXAMPLES to taste).
 fuzz: $(STAMP)
 	WIKIQ_FUZZ_EXAMPLES=$${WIKIQ_FUZZ_EXAMPLES:-300} $(BIN)/python -m pytest -q tests/e2e/test_fuzz.py
+
+# The shipped container files started for real on podman (root; apt-get install -y podman podman-compose
+# runc mmdebstrap): deploy/test/run, described in docs/deployment.md "The deployment test".
+deploy-test: $(STAMP)
+	$(BIN)/python deploy/test/run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
-"""The container deployment files, read as Docker would (no Docker engine runs here, so nothing is built or
-started): ``compose.yaml`` (wikis on a shared volume) and ``deploy/compose.remotes.yaml`` (wikis in git
-remotes, no shared volume) are parsed with a YAML parser and checked against the ``Dockerfile`` and the
-settings model.
+"""The container deployment files, read as Docker would (nothing is built or started here; ``make
+deploy-test`` starts them on podman): ``compose.yaml`` (wikis on a shared volume) and
+``deploy/compose.remotes.yaml`` (wikis in git remotes, no shared volume) are parsed with a YAML parser and
+checked against the ``Dockerfile`` and the settings model.
 
 - every ``WIKIQ_*`` variable a wikiq service sets is a setting, and its value passes the settings' checks;
 - every bind-mount source exists in the repository (Docker would create a missing one as a directory), and
