@@ -198,7 +198,9 @@ def test_expected_version_may_be_the_head_version_or_one_the_batch_produced() ->
         preflight(h, [first, overwrite("wiki/a.md", "end\n", v(b"never"))])
     assert (info.value.code, info.value.index) == ("VERSION_MISMATCH", 1)
     assert v(A) in info.value.message and v(b"mid\n") in info.value.message
-    assert "head version" in info.value.message and "this batch produced" in info.value.message
+    assert f"you gave version {v(b'never')} for 'wiki/a.md'; the head has {v(A)}" in info.value.message
+    mid = v(b"mid\n")
+    assert f"earlier edits of this batch gave it {mid}" in info.value.message
 
 
 def test_expected_version_ignored_for_path_created_in_batch() -> None:

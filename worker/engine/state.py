@@ -243,13 +243,13 @@ class BatchState:
         if expected == actual or expected in produced:
             self.vouched.add(path)
             return
-        accepted = f"the head version {actual}"
+        accepted = f"the head has {actual}"
         if produced:
-            accepted += " or a version this batch produced (" + ", ".join(sorted(produced)) + ")"
+            accepted += ", and earlier edits of this batch gave it " + ", ".join(sorted(produced))
         raise BatchRejected(
             "VERSION_MISMATCH",
-            f"{path!r} is not at version {expected}: expected {accepted}. It changed since you read it: "
-            "read it again and redo this edit",
+            f"you gave version {expected} for {path!r}; {accepted}. It changed since you read it: read it "
+            "again and redo this edit",
             index,
             {"path": path, "current_version": actual},
         )
