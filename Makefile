@@ -25,8 +25,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check api worker tests bench tools
-	$(BIN)/ruff format --check api worker tests bench tools
+	$(BIN)/ruff check api worker tests bench tools examples
+	$(BIN)/ruff format --check api worker tests bench tools examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
