@@ -108,6 +108,18 @@ class Counted:
         return sum(self.chars.values())
 
 
+def seed_wiki(svc: Service, wiki: str, files: dict[str, str]) -> None:
+    """Create ``wiki`` holding ``files`` in one batch (the files a new wiki starts with overwritten)."""
+    svc.create_wiki(wiki)
+    seed = []
+    for path, text in files.items():
+        edit = {"op": "create", "path": path, "content": text}
+        if path in ("index.md", "log.md", "schema.md"):
+            edit = {**edit, "op": "overwrite", "expected_version": svc.page(wiki, path)["version"]}
+        seed.append(edit)
+    assert svc.apply(wiki, {"message": "seed", "edits": seed})["status"] == "succeeded"
+
+
 async def plan_refactor(agent: Counted, wiki: str, broken: bool) -> list[dict[str, Any]]:
     """The agent's part: read only what the edits need (outlines for versions and headings, the index)."""
     versions = {}
@@ -220,14 +232,7 @@ async def test_a_200_page_refactor_through_mcp_in_one_commit_within_80k_characte
     """One commit, no broken link, no link left on an extracted section, the deliberate broken link warned
     about first, and the whole conversation with the tools within the budget."""
     wiki = f"refactor-200-{next(_serial)}"
-    svc.create_wiki(wiki)
-    seed = []
-    for path, text in generated_wiki().items():
-        edit = {"op": "create", "path": path, "content": text}
-        if path in ("index.md", "log.md", "schema.md"):
-            edit = {**edit, "op": "overwrite", "expected_version": svc.page(wiki, path)["version"]}
-        seed.append(edit)
-    assert svc.apply(wiki, {"message": "seed", "edits": seed})["status"] == "succeeded"
+    seed_wiki(svc, wiki, generated_wiki())
     before, start = head_files(svc, wiki)
     assert broken(start) == []
 

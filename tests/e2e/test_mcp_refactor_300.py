@@ -20,7 +20,7 @@ import re
 from tests.e2e.service import Service
 from tests.e2e.test_mcp import connect
 from tests.e2e.test_mcp_refactor import head_files
-from tests.e2e.test_mcp_refactor_200 import Counted, broken
+from tests.e2e.test_mcp_refactor_200 import Counted, broken, seed_wiki
 from tests.gitutil import git_text
 from tests.unit.engine.markdown.test_rewrite_properties import code_and_links
 
@@ -91,14 +91,7 @@ async def test_a_300_page_refactor_as_intent_in_four_calls_within_40k_characters
     """One commit, no broken link, code untouched, every intent carried out, and the whole conversation
     with the tools, tool list included, within the budget."""
     wiki = f"refactor-300-{next(_serial)}"
-    svc.create_wiki(wiki)
-    seed = []
-    for path, text in generated_wiki().items():
-        edit = {"op": "create", "path": path, "content": text}
-        if path in ("index.md", "log.md", "schema.md"):
-            edit = {**edit, "op": "overwrite", "expected_version": svc.page(wiki, path)["version"]}
-        seed.append(edit)
-    assert svc.apply(wiki, {"message": "seed", "edits": seed})["status"] == "succeeded"
+    seed_wiki(svc, wiki, generated_wiki())
     before, start = head_files(svc, wiki)
     assert broken(start) == []
 
