@@ -20,18 +20,16 @@ result, with a scanner that shares no code with ``worker.engine``:
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import unquote
 
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from tests.unit.engine.markdown.test_rewrite_properties import RefLink, block, code_and_links, wikis
+from tests.unit.engine.markdown.test_rewrite_properties import block, code_and_links, ref_resolution, wikis
 from tests.unit.engine.test_relink_properties import headings_of
 from tests.unit.engine.test_relink_properties import wikis as section_wikis
 from worker.engine import DictHead, blob_id, preflight, review
@@ -52,35 +50,6 @@ class Blind(DictHead):
 
 
 # ---------------------------------------------------------------- the reference
-
-
-def ref_resolution(link: RefLink, page: str, files: set[str]) -> str:
-    """Where a link points: its file, ``ambiguous`` or ``missing`` (wikiq's rule for the generated
-    shapes, with the reason ``ref_resolve`` leaves out)."""
-    if link.kind == "md":
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(page), unquote(link.target)))
-        if path in files:
-            return path
-        return path + ".md" if path + ".md" in files else "missing"
-    target = link.target.strip()
-    names = [target] if target.endswith(".md") else [target + ".md", target]
-    for fold in (False, True):
-
-        def same(a: str, b: str, fold: bool = fold) -> bool:
-            return a.lower() == b.lower() if fold else a == b
-
-        for name in names:
-            if name.startswith("/"):
-                found = [f for f in files if same(f, name[1:])]
-            elif "/" in name:
-                found = [f for f in files if same(f, name)]
-                found = found or [f for f in files if same(f, "wiki/" + name)]
-                found = found or [f for f in files if same(f[-len(name) - 1 :], "/" + name)]
-            else:
-                found = [f for f in files if same(f.rsplit("/", 1)[-1], name)]
-            if found:
-                return found[0] if len(found) == 1 else "ambiguous"
-    return "missing"
 
 
 def ref_broken(tree: dict[str, bytes]) -> tuple[int, int]:

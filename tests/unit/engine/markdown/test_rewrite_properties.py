@@ -83,12 +83,14 @@ def code_and_links(text: str) -> tuple[list[str], list[RefLink]]:
     return code, sorted(links, key=lambda link: link.start)
 
 
-def ref_resolve(link: RefLink, page: str, files: set[str]) -> str | None:
-    """wikiq's resolution rule, re-stated for the generated shapes."""
+def ref_resolution(link: RefLink, page: str, files: set[str]) -> str:
+    """Where a link points, by wikiq's resolution rule re-stated for the generated shapes: its file,
+    ``ambiguous`` or ``missing``."""
     if link.kind == "md":
-        folder = posixpath.dirname(page)
-        path = posixpath.normpath(posixpath.join(folder, unquote(link.target)))
-        return path if path in files else None
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(page), unquote(link.target)))
+        if path in files:
+            return path
+        return path + ".md" if path + ".md" in files else "missing"
     target = link.target.strip()
     names = [target] if target.endswith(".md") else [target + ".md", target]
     for fold in (False, True):
@@ -106,8 +108,14 @@ def ref_resolve(link: RefLink, page: str, files: set[str]) -> str | None:
             else:
                 found = [f for f in files if same(f.rsplit("/", 1)[-1], name)]
             if found:
-                return found[0] if len(found) == 1 else None
-    return None
+                return found[0] if len(found) == 1 else "ambiguous"
+    return "missing"
+
+
+def ref_resolve(link: RefLink, page: str, files: set[str]) -> str | None:
+    """The file a link resolves to, or None (missing or ambiguous)."""
+    found = ref_resolution(link, page, files)
+    return None if found in ("missing", "ambiguous") else found
 
 
 def masked_links(text: str, links: list[RefLink]) -> str:
