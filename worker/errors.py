@@ -10,6 +10,8 @@ and, where one edit is to blame, that edit's ``index``; some carry ``details`` a
     ├── WikiExists             WIKI_EXISTS
     ├── JobNotFound            JOB_NOT_FOUND
     ├── NotCancellable         NOT_CANCELLABLE
+    ├── ProposalNotFound       PROPOSAL_NOT_FOUND
+    ├── ProposalNotOpen        PROPOSAL_NOT_OPEN: decided, checking, stale or expired
     ├── IdempotencyConflict    IDEMPOTENCY_CONFLICT
     ├── AccessDenied           UNAUTHORIZED / FORBIDDEN (never names a path)
     ├── WebhookRefused         WEBHOOK_REFUSED
@@ -56,6 +58,8 @@ CODES = frozenset(
         "FORBIDDEN",
         "IDEMPOTENCY_CONFLICT",
         "NOT_CANCELLABLE",
+        "PROPOSAL_NOT_FOUND",
+        "PROPOSAL_NOT_OPEN",
         "WEBHOOK_REFUSED",
         "RATE_LIMITED",
         "REMOTE_NOT_FOUND",
@@ -72,6 +76,12 @@ CODES = frozenset(
     }
 )
 
+
+# failures that say nothing of the batch itself: wikiq, its storage or a remote failed (a proposal whose
+# landing fails so is failed, not stale)
+OUTAGES = frozenset(
+    {"INTERNAL", "STORAGE_UNAVAILABLE", "REMOTE_UNAVAILABLE", "REMOTE_REJECTED", "REMOTE_NOT_FOUND"}
+)
 
 MAX_EDIT_ERRORS = 50  # failing edits one refusal lists at most: checking stops there
 MAX_EDIT_ERROR_BYTES = 8 * 1024  # ... and bytes of their messages (the first is always listed)
@@ -158,6 +168,16 @@ class JobNotFound(WikiqError):
 
 class NotCancellable(WikiqError):
     code = "NOT_CANCELLABLE"
+
+
+class ProposalNotFound(WikiqError):
+    code = "PROPOSAL_NOT_FOUND"
+
+
+class ProposalNotOpen(WikiqError):
+    """A proposal not in a state that allows what was asked (approving one that is not open, ...)."""
+
+    code = "PROPOSAL_NOT_OPEN"
 
 
 class IdempotencyConflict(WikiqError):

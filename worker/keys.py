@@ -123,3 +123,20 @@ def ui_sessions_of(token_digest: str) -> str:
 def attempt(job_id: str, round_: int, number: int) -> str:
     """The arq job id of one webhook delivery attempt (a second enqueue of the same attempt is a no-op)."""
     return f"wh:{job_id}:{round_}:{number}"
+
+
+def proposal(proposal_id: str) -> str:
+    """A proposal (JSON): its author, revisions (dry-run job ids), decision and landing job."""
+    return f"wikiq:proposal:{proposal_id}"
+
+
+def wiki_proposals(wiki: str) -> str:
+    """Sorted set of a wiki's proposal ids by creation time (ms)."""
+    return f"wikiq:wiki-proposals:{wiki}"
+
+
+def proposal_refs(partition: int) -> str:
+    """Hash of the proposal revisions written on a partition's wikis (``<wiki>/<proposal id>`` ->
+    ``"<check job id> <commit> <pushed commit or -> <branch or ->"``): what its worker's sweep removes once
+    the proposal is decided (``worker.jobs.revisions``)."""
+    return f"wikiq:proposal-refs:{partition}"

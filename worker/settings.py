@@ -23,6 +23,7 @@ DEFAULT_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 360
 Durability = Literal["none", "local", "replica"]
 # a host name of WIKIQ_ALLOWED_HOSTS, or ".domain" for the domain and its subdomains
 _HOST_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?")
+_BRANCH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,150}")  # WIKIQ_PROPOSAL_BRANCH_PREFIX, then an id
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -68,6 +69,8 @@ class Settings(BaseSettings):
     max_retained_bytes: Annotated[int, Field(ge=0)] = 64 * 1024 * 1024
     job_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
     dry_run_retention_seconds: Annotated[int, Field(ge=60)] = 600
+    proposal_retention_seconds: Annotated[int, Field(ge=60)] = 7 * 24 * 3600
+    proposal_self_approve: bool = False
     redeliver_interval_seconds: Annotated[int, Field(ge=0)] = 10
     mcp_max_concurrent: Annotated[int, Field(ge=1)] = 16
     lease_seconds: Annotated[float, Field(gt=0.5, le=120)] = 5.0
@@ -84,6 +87,10 @@ class Settings(BaseSettings):
     remote_push_attempts: Annotated[int, Field(ge=1, le=100)] = 8
     remote_push_interval_seconds: Annotated[float, Field(ge=0)] = 0.0
     remote_coalesce_max: Annotated[int, Field(ge=1, le=1000)] = 64
+    # a proposal's revisions are pushed to branch <prefix><proposal id> of a remote-backed wiki's remote
+    proposal_branch_prefix: str = "wikiq/proposals/"
+    # how often a worker removes the revision refs and branches of decided or expired proposals
+    proposal_sweep_seconds: Annotated[float, Field(gt=0, le=86400)] = 60.0
     # what one batch or one read may cost (worker.engine.budget): BATCH_TOO_COSTLY / QUERY_TOO_COSTLY
     cost_cpu_seconds: Annotated[float, Field(gt=0, le=600)] = 2.0
     cost_scan_bytes: Annotated[int, Field(ge=1024)] = 256 * 1024 * 1024
@@ -149,6 +156,20 @@ class Settings(BaseSettings):
                     '(".example.org" for a domain and its subdomains, "*" for any)'
                 )
         return tuple(found)
+
+    @field_validator("proposal_branch_prefix")
+    @classmethod
+    def _check_branch_prefix(cls, value: str) -> str:
+        parts = (value + "prop-x").split("/")
+        bad = not _BRANCH_PART.fullmatch(value + "x") or any(
+            not part or part.startswith(".") or part.endswith(".lock") or ".." in part for part in parts
+        )
+        if bad:
+            raise ValueError(
+                f"{value!r} does not start a git branch name: letters, digits, '.', '_', '-' and '/' "
+                "between non-empty parts, e.g. wikiq/proposals/"
+            )
+        return value
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

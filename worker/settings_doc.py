@@ -136,6 +136,13 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "JOB_NOT_FOUND` before `WIKIQ_JOB_RETENTION_SECONDS`). `0` turns the cap off.",
             "dry_run_retention_seconds": "How long a dry run's record, with its diff, is kept; a minute "
             "more once its submitter has read it, if that is sooner.",
+            "proposal_retention_seconds": "How long an undecided proposal waits for review before it "
+            "expires; its checks' diffs are kept that long (and count in the proposer's queued bytes).",
+            "proposal_self_approve": "Let a proposal's author approve it (a team of one); single-user mode "
+            "always may.",
+            "proposal_sweep_seconds": "How often a worker removes the `refs/proposals/<id>` refs, and the "
+            "remote branches, of the proposals decided or expired on the wikis it writes (and pushes again "
+            "a branch whose push did not happen); right after a proposal lands, it does so at once.",
         },
     ),
     (
@@ -168,6 +175,9 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
             "remote_push_interval_seconds": "Least time between two pushes to one remote (forges "
             "rate-limit pushes); batches arriving meanwhile join the next push.",
             "remote_coalesce_max": "Queued batches of one wiki published by one push.",
+            "proposal_branch_prefix": "A proposal's latest revision is pushed to the branch "
+            "`<prefix><proposal id>` of a remote-backed wiki's remote (deleted once the proposal is "
+            "decided); a proposal answers the forge's compare page for it (GitHub, GitLab, Gitea/Forgejo).",
         },
     ),
     (

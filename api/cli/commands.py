@@ -24,7 +24,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from api.client import Client, ClientError, ConnectionFailed, SearchOptions, settings_from_env
-from worker.schema.answers import Answer, Job, JobResult
+from worker.schema.answers import Answer, Job, JobResult, Proposal
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
 POLL = 2.0  # seconds of each long-poll while a status line is shown: it wakes at once when the job ends
@@ -111,6 +111,10 @@ def _show_job(job: Job) -> None:
         _show_review(out, job.result)
         if job.result.plan:
             out.print(f"commit exactly this with: wikiq commit-plan {job.wiki} {job.result.plan}")
+    if job.proposal:
+        out.print(
+            f"proposal {job.proposal}: it lands once approved; follow it with: wikiq proposal {job.proposal}"
+        )
 
 
 def _show_review(out: Console, result: JobResult) -> None:
@@ -360,15 +364,21 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", help="same key + same batch = same job")
     ] = None,
+    propose: Annotated[
+        bool, typer.Option("--propose", help="a proposal: it lands once someone else approves it")
+    ] = False,
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
     """Submit a batch of edits; with --wait, show its commit and applied edits (exit 1 if refused); with
-    --dry-run, check it and show the colored diff of every file and the warnings (implies --wait)."""
+    --dry-run, check it and show the colored diff of every file and the warnings (implies --wait). A
+    token holding only propose (or --propose) makes it a proposal, shown by ``wikiq proposal``."""
     batch = _load_batch(batch_file)
     if dry_run:
         batch["dry_run"], wait = True, True
+    if propose:
+        batch["propose"] = True
     _submit_and_show(wiki, batch, idempotency_key, wait, url, token, as_json)
 
 
@@ -502,6 +512,70 @@ def mcp(url: Url = None, token: Token = None) -> None:
     run_stdio(url, token, limits)
 
 
+def proposal(
+    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show a proposal: its state, author, message, each check and the decision; the diff of its latest
+    check."""
+    with _client(url, token, as_json) as client:
+        found = client.proposal(proposal_id)
+    _show_proposal(found, as_json)
+
+
+def approve(
+    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
+    comment: Annotated[str | None, typer.Option(help="a comment for its author")] = None,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Approve an open proposal: it lands exactly as checked (then ``landed``), or turns ``stale``."""
+    with _client(url, token, as_json) as client:
+        found = client.approve(proposal_id, comment)
+    _show_proposal(found, as_json)
+
+
+def reject(
+    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
+    comment: Annotated[str | None, typer.Option(help="why, for its author")] = None,
+    url: Url = None,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Reject a proposal (its author withdraws it so): nothing lands."""
+    with _client(url, token, as_json) as client:
+        found = client.reject(proposal_id, comment)
+    _show_proposal(found, as_json)
+
+
+def _show_proposal(found: Proposal, as_json: bool) -> None:
+    if as_json:
+        _print_json(_dump(found))
+        return
+    out = _console()
+    out.print(
+        f"proposal {found.proposal_id} [cyan]{found.state}[/cyan] on {found.wiki}, by {found.author.name}"
+    )
+    out.print(escape(found.message.splitlines()[0] if found.message else ""))
+    for revision in found.revisions:
+        out.print(f"check {revision.revision}: job {revision.job_id} {revision.status}")
+    if found.decision is not None:
+        verdict = "approved" if found.decision.approved else "rejected"
+        note = f": {escape(found.decision.comment)}" if found.decision.comment else ""
+        out.print(f"{verdict} by {found.decision.by.name}{note}")
+    if found.commit:
+        out.print(f"commit {found.commit}")
+    if found.stale_paths:
+        out.print(f"[yellow]stale:[/yellow] {escape(', '.join(found.stale_paths))} changed since the check")
+    latest = found.revisions[-1].result if found.revisions else None
+    if latest is not None:
+        _show_review(out, latest)
+    out.print(f"review it at: {found.review_url}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the client commands to the ``wikiq`` typer app."""
     commands = (
@@ -517,6 +591,9 @@ def register(app: typer.Typer) -> None:
         job,
         cancel,
         jobs,
+        proposal,
+        approve,
+        reject,
         log,
         mcp,
     )

@@ -222,7 +222,8 @@ def token_new(
         target, _, right = item.rpartition(":")
         if not target or right not in RIGHTS:
             typer.echo(
-                f"wikiq: --wiki {item!r}: give WIKI:RIGHT with RIGHT one of read, write, admin", err=True
+                f"wikiq: --wiki {item!r}: give WIKI:RIGHT with RIGHT one of read, propose, write, admin",
+                err=True,
             )
             raise typer.Exit(2)
         rights[target] = right

@@ -37,6 +37,7 @@ from worker.schema.answers import (
     PageInfo,
     PageList,
     PageSet,
+    Proposal,
     WikiInfo,
 )
 from worker.schema.edits import Batch
@@ -165,7 +166,10 @@ def _dry(batch: Batch | Mapping[str, Any]) -> dict[str, Any]:
 
 def _submitted(wiki: str) -> Callable[[Any], Job]:
     def parse(body: Any) -> Job:
-        return Job.model_validate({"wiki": wiki, **body})
+        found = {"wiki": wiki, **body}
+        if isinstance(found.get("proposal"), dict):  # a proposer's 202 names the proposal it became
+            found["proposal"] = found["proposal"].get("proposal_id")
+        return Job.model_validate(found)
 
     return parse
 
@@ -247,6 +251,16 @@ class _Calls:
     @staticmethod
     def cancel(job_id: str) -> _Call[Job]:
         return _Call("DELETE", f"/v1/jobs/{_segment(job_id)}", Job.model_validate)
+
+    @staticmethod
+    def proposal(proposal_id: str, diffs: bool) -> _Call[Proposal]:
+        params = {"diffs": "true" if diffs else "false"}
+        return _Call("GET", f"/v1/proposals/{_segment(proposal_id)}", Proposal.model_validate, params)
+
+    @staticmethod
+    def decide(proposal_id: str, verdict: str, comment: str | None) -> _Call[Proposal]:
+        url = f"/v1/proposals/{_segment(proposal_id)}/{verdict}"
+        return _Call("POST", url, Proposal.model_validate, json={"comment": comment})
 
     @staticmethod
     def jobs(wiki: str, status: str | None, limit: int) -> _Call[list[Job]]:
@@ -432,6 +446,19 @@ class Client(_Base):
         """A wiki's recent jobs, newest first."""
         return self._run(_Calls.jobs(wiki, status, limit))
 
+    def proposal(self, proposal_id: str, *, diffs: bool = True) -> Proposal:
+        """A proposal: its state, revisions (each check's diff with ``diffs``), decision and landing."""
+        return self._run(_Calls.proposal(proposal_id, diffs))
+
+    def approve(self, proposal_id: str, comment: str | None = None) -> Proposal:
+        """Approve an open proposal: it lands as reviewed (state ``approved``, then ``landed`` or
+        ``stale``)."""
+        return self._run(_Calls.decide(proposal_id, "approve", comment))
+
+    def reject(self, proposal_id: str, comment: str | None = None) -> Proposal:
+        """Reject a proposal (its author withdraws it so): nothing lands."""
+        return self._run(_Calls.decide(proposal_id, "reject", comment))
+
 
 class AsyncClient(_Base):
     """Asynchronous client with the methods of ``Client``; use it with ``async with`` or ``aclose()``."""
@@ -576,3 +603,15 @@ class AsyncClient(_Base):
     async def jobs(self, wiki: str, status: str | None = None, limit: int = 50) -> list[Job]:
         """A wiki's recent jobs, newest first."""
         return await self._run(_Calls.jobs(wiki, status, limit))
+
+    async def proposal(self, proposal_id: str, *, diffs: bool = True) -> Proposal:
+        """A proposal: its state, revisions (each check's diff with ``diffs``), decision and landing."""
+        return await self._run(_Calls.proposal(proposal_id, diffs))
+
+    async def approve(self, proposal_id: str, comment: str | None = None) -> Proposal:
+        """Approve an open proposal: it lands as reviewed."""
+        return await self._run(_Calls.decide(proposal_id, "approve", comment))
+
+    async def reject(self, proposal_id: str, comment: str | None = None) -> Proposal:
+        """Reject a proposal: nothing lands."""
+        return await self._run(_Calls.decide(proposal_id, "reject", comment))

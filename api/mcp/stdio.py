@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context
 
 from api.client import AsyncClient, ClientError, SearchOptions
 from api.mcp.tools import Backend, Refused, build_server
-from worker.schema.answers import BacklinkList, Job, MatchList, Page, PageList, PageSet, WikiList
+from worker.schema.answers import BacklinkList, Job, MatchList, Page, PageList, PageSet, Proposal, WikiList
 from worker.schema.edits import Batch, Limits, PlanSubmission
 
 
@@ -87,6 +87,10 @@ class ClientBackend:
 
     async def cancel(self, job_id: str) -> Job:
         found: Job = await self._call(self.client.cancel(job_id))
+        return found
+
+    async def proposal(self, proposal_id: str) -> Proposal:
+        found: Proposal = await self._call(self.client.proposal(proposal_id, diffs=False))
         return found
 
 

@@ -52,6 +52,7 @@ from worker.schema.answers import (
     PageInfo,
     PageList,
     PageSet,
+    Proposal,
     SectionInfo,
     WikiList,
 )
@@ -114,6 +115,8 @@ class Backend(Protocol):
 
     async def cancel(self, job_id: str) -> Job: ...
 
+    async def proposal(self, proposal_id: str) -> Proposal: ...
+
 
 BackendFor = Callable[[Context], Backend]
 Lifespan = Callable[[MCPServer[Any]], AbstractAsyncContextManager[Any]]
@@ -169,6 +172,8 @@ HINTS = {
     "JOB_NOT_FOUND": "Unknown or expired job id; use the job_id write_batch or check_batch returned.",
     "IDEMPOTENCY_CONFLICT": "That idempotency_key was used for another batch: use a new key.",
     "NOT_CANCELLABLE": "The job has started or finished: see its outcome with get_job.",
+    "PROPOSAL_NOT_FOUND": "Unknown or expired proposal: use the id write_batch answered.",
+    "PROPOSAL_NOT_OPEN": "The proposal was decided, is stale or expired: see its state with get_job.",
     "UNAUTHORIZED": "The MCP connection needs a valid wikiq bearer token: tell the user.",
     "FORBIDDEN": "Your token lacks the right (or the path prefix) for this: ask the user, do not retry.",
     "RATE_LIMITED": "Too many calls or bytes waiting: wait a few seconds, then call again once.",
@@ -179,6 +184,14 @@ HINTS = {
     "REMOTE_REJECTED": "The git remote refused the push: tell the user.",
     "REMOTE_NOT_FOUND": "No such remote is configured: tell the user.",
     "UNREACHABLE": "The wikiq API did not answer; try again later or tell the user.",
+}
+
+PROPOSAL_HINTS = {
+    "checking": "Proposed, being checked: get_job with wait_seconds=60.",
+    "open": "Proposed: it lands once a person approves it at review_url. Tell the user; get_job shows "
+    "its state later.",
+    "failed": "The proposal failed (error): fix the edits and write_batch them again.",
+    "stale": "The wiki changed before it landed: read the pages again and write_batch a new proposal.",
 }
 
 READ_ONLY = ToolAnnotations(
@@ -254,6 +267,14 @@ def _file_lines() -> Any:
     )
 
 
+class ProposalOutcome(BaseModel):
+    """A proposal: a batch checked and kept until a reviewer approves it (then it lands) or not."""
+
+    id: str = Field(description="its id")
+    state: str = Field(description="checking, open, failed, approved, landed, stale, rejected, expired")
+    review_url: str = Field(description="its review page, for a person")
+
+
 class WriteOutcome(BaseModel):
     """Answer of write_batch: the job and, once it succeeded, its commit and summary (with a plan, the
     files and checks its dry run found: a plan commits exactly what was checked)."""
@@ -264,6 +285,10 @@ class WriteOutcome(BaseModel):
     edits: list[str] | None = _edit_lines()
     files: list[str] | None = _file_lines()
     checks: Invariants | None = Field(default=None, description="a plan's checks, as its dry run found them")
+    proposal: ProposalOutcome | None = Field(
+        default=None,
+        description="a propose-only token's batch: a proposal, landing once a person approves it",
+    )
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
@@ -303,6 +328,7 @@ class JobOutcome(BaseModel):
     diff: list[FileDiff] | None = Field(default=None, description="a dry run's diffs asked for")
     plan: str | None = Field(default=None, description="a dry run's plan, to its submitter")
     error: ErrorInfo | None = Field(default=None, description="a failed job's error: it wrote nothing")
+    proposal: ProposalOutcome | None = Field(default=None, description="its proposal")
     hint: str | None = Field(default=None, description="what to do while the job is queued or running")
 
 
@@ -756,11 +782,10 @@ WRITE_BATCH = (
 Apply typed edits to a wiki as ONE git commit on main: every edit or none.
 
 Call it only after the user agreed (many-page edits: check_batch, then commit its plan). Limits: \
-{max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included): split \
-big work.
+{max_edits} edits, {max_content} sent, {max_file} a file, {max_output} written (rewrites included).
 
-Edits apply in order, each on what the ones before left:
-- create {{path, content, encoding?}}: a new file; encoding base64 for bytes.
+Edits apply in order, each on what earlier ones left:
+- create {{path, content, encoding?}}: a new file (encoding base64: bytes).
 - overwrite {{path, content, encoding?, expected_version}}: the whole new content.
 - replace {{path, old, new, expected_version, replace_all?, expected_count?}}: old matches byte for byte, \
 once unless replace_all.
@@ -777,7 +802,7 @@ no #; a section includes its subsections; content has no heading line. Guard (on
 expected_section_version (page_outline's sections[].version).
 - merge_pages {{path, pages, title?, headings?}}: the pages' text, front matter dropped, appended to \
 path in order, headings one level deeper unless headings=keep; a new path starts # title (default the \
-first page's; title only then); pages deleted, links follow.
+first page's); pages deleted, links follow.
 - extract_section {{path, heading, new_path, title?, leave_link?}}: the section becomes new page \
 new_path (# title); links follow; leave_link=true leaves a [[link]] to it; guard as section ops.
 - retarget_links {{from, to}}: each a page or page#Heading (wiki/a.md#Old): links to from \
@@ -1097,6 +1122,16 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             return _refusal(job.error, job_id=job.job_id, status=job.status)
         return job
 
+    async def proposal_of(ctx: Context, proposal_id: str) -> tuple[ProposalOutcome | None, str | None]:
+        """The proposal a job checks or lands, and what to do about it (None when it cannot be read)."""
+        try:
+            found = await backend_for(ctx).proposal(proposal_id)
+        except Refused:
+            return None, None
+        return ProposalOutcome(id=found.proposal_id, state=found.state, review_url=found.review_url), (
+            PROPOSAL_HINTS.get(found.state)
+        )
+
     def batch_of(
         message: str,
         edits: list[Edit] | None,
@@ -1190,6 +1225,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
                 outcome.files, outcome.checks = file_lines(checked.files), Invariants.of(checked)
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
+        if job.proposal is not None:
+            outcome.proposal, outcome.hint = await proposal_of(ctx, job.proposal)
         return _answer(outcome)
 
     @register(title="Get job", annotations=READ_ONLY)
@@ -1221,6 +1258,8 @@ def build_server(backend_for: BackendFor, limits: Limits, lifespan: Lifespan | N
             _fill(outcome, summary(job.result, None, diff))
         if not job.finished:
             outcome.hint = UNFINISHED.format(status=job.status)
+        if job.proposal is not None:
+            outcome.proposal, outcome.hint = await proposal_of(ctx, job.proposal)
         return _answer(outcome)
 
     @register(

@@ -25,7 +25,7 @@ from api.server.auth import Authenticator
 from api.server.deps import AppState, Svc
 from api.server.hosts import AllowedHosts, HostGuard
 from api.server.limits import RequestLimits
-from api.server.routes import jobs, wikis
+from api.server.routes import jobs, proposals, wikis
 from api.server.stopping import Draining
 from api.server.ui import login, pages
 from api.server.ui.sessions import Sessions
@@ -145,6 +145,7 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1", draining: Drain
 
     app.include_router(wikis.router)
     app.include_router(jobs.router)
+    app.include_router(proposals.router)
     app.include_router(metrics_route.router)
     app.include_router(login.router)
     app.include_router(pages.router)

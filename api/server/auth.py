@@ -6,7 +6,7 @@ The tokens file (TOML or YAML) lists principals; a token is stored only as its S
     name = "ada"
     email = "ada@example.org"
     token_sha256 = "<sha256 hex of the token>"
-    rights = { homelab = "write", "*" = "read" }     # read, write, admin (admin also creates wikis)
+    rights = { homelab = "write", "*" = "read" }     # read, propose, write, admin (admin also creates wikis)
     prefixes = { homelab = ["wiki/team-a/"] }        # optional: writes narrowed to these path prefixes
 
 Without a tokens file wikiq is single-user: every request acts as the configured author with every right

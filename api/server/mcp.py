@@ -29,7 +29,17 @@ from api.server.auth import Principal, principal
 from api.server.deps import AppState
 from api.server.stopping import Draining
 from worker.errors import WikiqError
-from worker.schema.answers import BacklinkList, ErrorInfo, Job, MatchList, Page, PageList, PageSet, WikiList
+from worker.schema.answers import (
+    BacklinkList,
+    ErrorInfo,
+    Job,
+    MatchList,
+    Page,
+    PageList,
+    PageSet,
+    Proposal,
+    WikiList,
+)
 from worker.schema.edits import Batch, PlanSubmission
 from worker.service import Service
 
@@ -122,6 +132,10 @@ class ServiceBackend:
 
     async def cancel(self, job_id: str) -> Job:
         found: Job = await self._call(self.service.jobs.cancel(self.caller, job_id))
+        return found
+
+    async def proposal(self, proposal_id: str) -> Proposal:
+        found: Proposal = await self._call(self.service.proposals.view(self.caller, proposal_id, False))
         return found
 
 

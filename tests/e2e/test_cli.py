@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -402,3 +403,24 @@ def test_refactor_commands(svc: Service, tmp_path: Path) -> None:
     assert landed["status"] == "succeeded" and landed["result"]["applied"] == job["result"]["applied"]
     again = wikiq("commit-plan", wiki, job["result"]["plan"], "--json", url=svc.url)
     assert again.returncode == 1 and as_json(again, 1)["error"]["code"] == "PLAN_NOT_FOUND"
+
+
+def test_propose_then_review_and_approve(svc: Service, tmp_path: Path) -> None:
+    """submit --propose makes a proposal (nothing lands); proposal shows it with its diff; approve lands
+    it (single-user mode: its one user may approve its own)."""
+    wiki = new_wiki(svc, "propose")
+    head = svc.git(wiki, "rev-parse", "main").strip()
+    create = {"op": "create", "path": "wiki/proposed.md", "content": "proposed <b>text</b>\n"}
+    done = wikiq("submit", wiki, batch_file(tmp_path, create), "--propose", "--wait", url=svc.url)
+    assert done.returncode == 0, done.stderr
+    proposal_id = re.search(r"proposal (prop-\S+): it lands once approved", out(done)).group(1)  # type: ignore[union-attr]
+    assert svc.git(wiki, "rev-parse", "main").strip() == head
+    shown = wikiq("proposal", proposal_id, url=svc.url)
+    assert shown.returncode == 0 and "open" in out(shown) and "+proposed <b>text</b>" in out(shown)
+    approved = as_json(wikiq("approve", proposal_id, "--comment", "fine", "--json", url=svc.url))
+    assert approved["state"] == "approved" and approved["decision"]["comment"] == "fine"
+    assert svc.wait(approved["job_id"])["status"] == "succeeded"
+    landed = as_json(wikiq("proposal", proposal_id, "--json", url=svc.url))
+    assert landed["state"] == "landed" and landed["commit"] == svc.git(wiki, "rev-parse", "main").strip()
+    refused = wikiq("reject", proposal_id, url=svc.url)
+    assert refused.returncode == 1 and "PROPOSAL_NOT_OPEN" in refused.stderr.decode() + out(refused)

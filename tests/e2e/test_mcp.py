@@ -344,3 +344,42 @@ async def test_delete_redirecting_links_and_replace_outside_code(svc: Service) -
     ]
     assert svc.page(wiki, "wiki/links.md")["content"] == "See [[other]].\r\nAnd [[other]] again.\n"
     assert svc.page(wiki, "wiki/code.md")["content"] == "Other [[other]] and `other`\n"
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_propose_only_token_writes_a_proposal_it_can_follow(tmp_path: Path, transport: str) -> None:
+    """write_batch with a propose-only token answers the proposal (id, state, review link) and lands
+    nothing; get_job on its check follows it to landed once a reviewer approved it."""
+    tokens = tokens_file(tmp_path, rae="rae-token")
+    digest = hashlib.sha256(b"pia-token").hexdigest()
+    tokens.write_text(
+        tokens.read_text()
+        + f'[[principals]]\nname = "pia"\nemail = "pia@example.org"\ntoken_sha256 = "{digest}"\n'
+        + 'rights = { "*" = "propose" }\n'
+    )
+    service = Service(tmp_path, WIKIQ_TOKENS_FILE=str(tokens)).start()
+    try:
+        rae = httpx.Client(base_url=service.url, headers={"Authorization": "Bearer rae-token"}, timeout=30)
+        assert rae.post("/v1/wikis", json={"id": "team"}).status_code == 201
+        head = rae.get("/v1/wikis/team/commits").json()["commits"][0]["commit"]
+        async with connect(service, transport, token="pia-token") as client:
+            edit = {"op": "create", "path": "wiki/pia.md", "content": "by pia\n"}
+            outcome = data(
+                await call(client, "write_batch", wiki="team", message="Pia proposes", edits=[edit])
+            )
+            proposal = outcome["proposal"]
+            assert outcome["commit"] is None and proposal["state"] == "open", outcome
+            assert proposal["review_url"] == f"/ui/wikis/team/proposals/{proposal['id']}"
+            assert "approves it at review_url" in outcome["hint"]
+            assert rae.get("/v1/wikis/team/commits").json()["commits"][0]["commit"] == head
+            approved = rae.post(f"/v1/proposals/{proposal['id']}/approve")
+            assert approved.status_code == 200, approved.text
+            landing = rae.get(f"/v1/jobs/{approved.json()['job_id']}", params={"wait": 30}).json()
+            assert landing["status"] == "succeeded"
+            followed = data(await call(client, "get_job", job_id=outcome["job_id"]))
+            assert followed["proposal"]["state"] == "landed", followed
+        commit = rae.get("/v1/wikis/team/commits").json()["commits"][0]
+        assert commit["commit"] == landing["result"]["commit"] and commit["author"]["name"] == "pia"
+        rae.close()
+    finally:
+        service.stop()

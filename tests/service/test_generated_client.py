@@ -43,6 +43,13 @@ OPERATIONS = {
         "backlinks",
     },
     "jobs": {"get_job", "cancel_job", "redeliver_webhook", "list_jobs"},
+    "proposals": {
+        "list_proposals",
+        "get_proposal",
+        "approve_proposal",
+        "reject_proposal",
+        "recheck_proposal",
+    },
     "mcp": {"mcp"},
 }
 

@@ -453,6 +453,7 @@ def check_expected(plan: Plan, expect: Sequence[Mapping[str, object]]) -> None:
                 f"the wiki changed since this plan was checked: {path!r} would now end differently; "
                 "check the batch again (check_batch / a dry run) and commit the new plan",
                 int(str(then.get("index", index))),
+                details={"path": path},
             )
     raise BatchRejected(
         "PLAN_STALE",

@@ -23,6 +23,7 @@ the small packs it rolls up (``worker.git.rollup``), deleted once the commit is 
 from __future__ import annotations
 
 import hmac
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -503,7 +504,8 @@ class WikiRepo:
         when = int(time.time()) if when is None else when
         text = message.replace("\x00", "").rstrip("\n") + "\n"  # git fsck refuses NUL in a commit
         if job_id is not None:  # the job trailer last (the contract's), its proof right before it
-            text += "\n"
+            if not _ends_with_trailers(text):  # else they join the message's trailers (Approved-by: ...)
+                text += "\n"
             if proof_key is not None:
                 text += f"{PROOF_TRAILER}: {job_proof(proof_key, job_id, tree)}\n"
             text += f"{JOB_TRAILER}: {job_id}\n"
@@ -595,3 +597,20 @@ class CommitGroup:
         without commits."""
         if self.commits:
             self.repo._write_durably(self.objects)
+
+
+_TRAILER_LINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*: \S.*")
+
+
+def _ends_with_trailers(text: str) -> bool:
+    """True when the last paragraph of ``text`` (after a first one) is all ``Key: value`` lines and names
+    no ``Wikiq-`` key: git's trailer block (``Approved-by: ...``), which wikiq's own trailers then extend
+    instead of starting another. A block naming a wikiq key stays apart, so git never reads a trailer a
+    person typed as wikiq's."""
+    paragraphs = text.rstrip("\n").split("\n\n")
+    lines = paragraphs[-1].split("\n")
+    return (
+        len(paragraphs) > 1
+        and all(_TRAILER_LINE.fullmatch(line) for line in lines)
+        and not any(line.lower().startswith("wikiq-") for line in lines)
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,6 +22,7 @@ from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
 from worker import keys
+from worker.jobs import revisions
 from worker.jobs.arq_compat import IN_PROGRESS_PREFIX, poll_once
 from worker.jobs.clock import now_ms
 from worker.jobs.context import JobContext
@@ -84,6 +86,7 @@ class PartitionRunner:
         self.stopping = False
         self.worker = self._consumer()
         self.task: asyncio.Task[None] | None = None
+        self.next_sweep = 0.0  # when the partition's proposal refs are swept next (``_sweep``)
 
     def _consumer(self) -> Worker:
         """A fresh arq ``Worker`` for this partition's queue, one job at a time."""
@@ -142,6 +145,22 @@ class PartitionRunner:
         """
         return bool(await self.redis.zcount(keys.queue(self.partition), "-inf", now_ms()))
 
+    async def _sweep(self) -> None:
+        """Between jobs, when due (every ``proposal_sweep_seconds``, or at once after a proposal's landing
+        job): remove the refs and branches of this partition's decided proposals
+        (``worker.jobs.revisions.sweep``, which stops early when jobs wait). Its errors are logged: the
+        next sweep tries again."""
+        resources = self.resources
+        now = time.monotonic()
+        if self.lease.lost.is_set() or (self.partition not in resources.sweep_now and now < self.next_sweep):
+            return
+        resources.sweep_now.discard(self.partition)
+        self.next_sweep = now + resources.settings.proposal_sweep_seconds
+        try:
+            await revisions.sweep(resources, self.partition, self._due_jobs)
+        except Exception as exc:
+            log.warning("partition %s: proposal sweep failed (%r); trying again later", self.partition, exc)
+
     async def _run_jobs(self) -> bool:
         """Wait for the jobs in flight; True if every one ran to its end in Redis (started and finished)."""
         running = list(self.worker.tasks.items())
@@ -175,6 +194,8 @@ class PartitionRunner:
                     if self.worker.tasks:
                         continue
                     cleared = not await self._due_jobs()  # due, yet none started: clear markers first
+                    if cleared:
+                        await self._sweep()
                 backoff = 0.1
             except Exception as exc:  # the consumer must outlive any error; Redis being away is the usual one
                 if isinstance(exc, RedisError):

@@ -46,6 +46,7 @@ from worker.jobs.once import Doubt, in_doubt
 from worker.jobs.queue import NotDurable
 from worker.jobs.record import JobRecord
 from worker.jobs.results import error_info, job_result
+from worker.jobs.revisions import Checked
 from worker.jobs.store import JobStore
 from worker.jobs.targets import Fail, Landed, Target, pause
 from worker.schema.answers import ErrorInfo, JobResult
@@ -82,12 +83,15 @@ class Member:
 
 @dataclass
 class Decided:
-    """What a member ends with: a result or an error (``plan``: the commit written for it, if any)."""
+    """What a member ends with: a result or an error (``plan``: the commit written for it, if any;
+    ``checked``: a proposal's check that succeeded, whose revision is written once the round landed,
+    ``worker.jobs.revisions``)."""
 
     member: Member
     result: JobResult | None = None
     error: ErrorInfo | None = None
     plan: Plan | None = None
+    checked: Checked | None = None
 
     @property
     def job_id(self) -> str:
@@ -133,7 +137,8 @@ def _decide(member: Member, view: View) -> Decided:
             raise
         return Decided(member, error=error_info(exc))
     if batch.dry_run:
-        return Decided(member, job_result(None, plan, review(now, plan, view.policy)))
+        checked = Checked(plan, view.head) if record.proposal else None
+        return Decided(member, job_result(None, plan, review(now, plan, view.policy)), checked=checked)
     return Decided(member, plan=plan)
 
 

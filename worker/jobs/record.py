@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from worker.jobs.clock import iso
+from worker.jobs.clock import iso, now_ms
 from worker.schema.answers import Attempt, Author, ErrorInfo, Job, JobResult, WebhookState, WebhookStatus
 from worker.schema.edits import Batch, Rename
 
@@ -110,6 +110,24 @@ class JobRecord(BaseModel):
     partition: int = 0
     runs: int = 0
     queued_bytes: int = 0
+    # the proposal this job checks (a dry run) or lands ('' none: a plain batch)
+    proposal: str = ""
+    # how long a finished dry run is kept (0: the store's dry-run retention); a proposal's: its life
+    kept_seconds: int = 0
+    # a proposal's check: its decision ("approved", "rejected"), announced by a webhook round, and when
+    decided: str = ""
+    decided_ms: int = 0
+
+    def announce(self, decision: str) -> JobRecord | None:
+        """This proposal check's record with ``decision`` noted and, with a webhook, a new round for it
+        (``proposal.approved``/``proposal.rejected``); None when it is noted already."""
+        if self.decided == decision:
+            return None
+        self.decided, self.decided_ms = decision, now_ms()
+        if self.webhook is not None and self.status in ("succeeded", "failed"):
+            self.webhook.round += 1
+            self.webhook.state, self.webhook.attempts = "pending", []
+        return self
 
     def begin_run(self) -> None:
         """Count a new run of the job (``runs``)."""
@@ -138,4 +156,5 @@ class JobRecord(BaseModel):
             else WebhookState(
                 url=hook.url if reveal else redact_url(hook.url), state=hook.state, attempts=hook.attempts
             ),
+            proposal=self.proposal or None,
         )

@@ -292,7 +292,7 @@ class KeepItem(Call):
 @dataclass
 class Keep(Call):
     """Count kept dry-run results in their submitter's queued bytes (``JobStore.keep``); the kept set and
-    sizes live ``ttl`` seconds."""
+    sizes live at least ``ttl`` seconds more."""
 
     item_class = KeepItem
     kept: str = key()
@@ -312,8 +312,9 @@ for i = 1, N do
   end
   redis.call('ZADD', K.kept, arg.expiry_ms, arg.job_id)
 end
-redis.call('EXPIRE', K.kept, A.ttl)
-redis.call('EXPIRE', K.sizes, A.ttl)
+for _, name in ipairs({K.kept, K.sizes}) do
+  if redis.call('TTL', name) < tonumber(A.ttl) then redis.call('EXPIRE', name, A.ttl) end
+end
 return 1
 """,
 )

@@ -40,7 +40,9 @@ class Resources:
     ``waiters`` are the long-poll wake-ups (listening only in an API process); ``last_push`` remembers, per
     remote name, when this process last pushed there (``time.monotonic()``; pushes to one remote are spaced
     by it, ``worker.jobs.targets``); ``commit_key`` is the key of commit proofs (``worker.jobs.proofs``);
-    ``first_sends`` sends the first webhook attempts of the jobs this process finishes (a worker's taker).
+    ``first_sends`` sends the first webhook attempts of the jobs this process finishes (a worker's taker);
+    ``sweep_now`` names the partitions whose proposal refs the consumer sweeps before its next job (a
+    proposal's landing job just ran there, ``worker.jobs.revisions``).
     """
 
     settings: Settings
@@ -52,3 +54,4 @@ class Resources:
     last_push: dict[str, float] = field(default_factory=dict)
     commit_key: CommitKey = field(default_factory=CommitKey)
     first_sends: FirstSends | None = None
+    sweep_now: set[int] = field(default_factory=set)

@@ -2,7 +2,9 @@
 
 ``apply_batch`` moves the record to ``running``, hands the job to the pipeline (``worker.jobs.pipeline``:
 claim the batches queued behind it, decide each, land them on the wiki's target, ``worker.jobs.targets``)
-and records the outcomes (``worker.jobs.finish``). Unexpected errors, and Redis being away, make arq run
+and records the outcomes (``worker.jobs.finish``); a proposal's check that succeeded is first written as its
+revision, a commit on ``refs/proposals/<id>`` (and a branch of a remote-backed wiki's remote), named in its
+result (``worker.jobs.revisions``). Unexpected errors, and Redis being away, make arq run
 the job again (``Retry``, never arq's "failed", which would drop the job with its record unfinished); only
 after ``max_job_tries`` runs is it reported failed, by this module, never by arq. A job runs again at its
 place in the queue (no deferral, which would let the wiki's next batch overtake it), after a short
@@ -27,15 +29,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import Fenced, WikiqError
 from worker.jobs import events as telemetry
-from worker.jobs import lifecycle, pipeline
+from worker.jobs import lifecycle, pipeline, revisions
 from worker.jobs.context import JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease
+from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided, Member
 from worker.jobs.queue import ClaimLost, confirm_on_replica
 from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
 from worker.jobs.storage import storage_fault
-from worker.jobs.targets import target_for
+from worker.jobs.targets import Target, target_for
 from worker.schema.answers import ErrorInfo
 
 log = logging.getLogger("wikiq.worker")
@@ -114,7 +117,10 @@ async def _apply(ctx: JobContext, resources: Resources, head: Member, stop: asyn
         if settings.accept_durability == "replica":
             redis, timeout = resources.jobs.redis, settings.accept_timeout_seconds
             confirm = functools.partial(confirm_on_replica, redis, record.partition, timeout)
-        return await pipeline.run(resources.jobs, target, head, settings.limits, key, lease, stop, confirm)
+        jobs, limits = resources.jobs, settings.limits
+        outcomes = await pipeline.run(jobs, target, head, limits, key, lease, stop, confirm)
+        await _keep_revisions(resources, target, outcomes, lease)
+        return outcomes
     except Fenced:
         raise
     except ClaimLost as exc:  # nothing landed: run again on the Redis as it is now
@@ -133,6 +139,28 @@ async def _apply(ctx: JobContext, resources: Resources, head: Member, stop: asyn
             return [_storage_failed(head, fault)]
         log.exception("job %s: unexpected error", record.job_id)
         return [Decided(head, error=await _retry_or_give_up(ctx, resources, record.job_id, exc))]
+
+
+async def _keep_revisions(
+    resources: Resources, target: Target, outcomes: list[Decided], lease: Lease | None
+) -> None:
+    """Write (and push) the revisions of the proposal checks that succeeded among ``outcomes``, each named
+    in its result (``worker.jobs.revisions``); after a proposal's landing job, have the partition's
+    refs of decided proposals swept at once."""
+    checks = [
+        (o.member.record, o.checked)
+        for o in outcomes
+        if o.checked is not None and o.result is not None and o.error is None
+    ]
+    if checks:
+        kept = await revisions.keep(resources, target.repo, target.remote, checks, lease)
+        for outcome in outcomes:
+            if outcome.result is not None and outcome.job_id in kept:
+                outcome.result.revision = kept[outcome.job_id]
+    for outcome in outcomes:
+        record = outcome.member.record
+        if record.proposal and not record.dry_run:
+            resources.sweep_now.add(record.partition)
 
 
 def _storage_failed(head: Member, fault: WikiqError) -> Decided:

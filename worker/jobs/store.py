@@ -161,15 +161,23 @@ class JobStore:
         bytes until its record expires: what a principal's results keep in Redis is bounded with what it
         has waiting (``max_queued_bytes``). The submission script gives them back once they expired."""
         by_submitter: dict[str, list[KeepItem]] = {}
-        expiry = now_ms() + self.dry_run_retention * 1000
+        longest: dict[str, int] = {}
         for record, size in records:
             if record.dry_run and record.submitter:
+                seconds = self.kept_seconds(record)
+                expiry = now_ms() + seconds * 1000
                 by_submitter.setdefault(record.submitter, []).append(KeepItem(record.job_id, size, expiry))
+                longest[record.submitter] = max(longest.get(record.submitter, 0), seconds)
         for submitter, results in by_submitter.items():
             kept, sizes = keys.kept(submitter)
             total = keys.queued(submitter)[1]
-            call = Keep(kept, sizes, total, ttl=self.dry_run_retention + 60, results=results)
+            call = Keep(kept, sizes, total, ttl=longest[submitter] + 60, results=results)
             await KEEP.run(self.redis, call)
+
+    def kept_seconds(self, record: JobRecord) -> int:
+        """How long the finished dry run ``record`` is kept: its own ``kept_seconds`` (a proposal's
+        revision lives as long as the proposal), else ``dry_run_retention``."""
+        return record.kept_seconds or self.dry_run_retention
 
     async def update(
         self, job_id: str, change: Callable[[JobRecord], JobRecord | None], lease: Lease | None = None
@@ -245,7 +253,7 @@ class JobStore:
                 changed.batch = None  # a checked dry run keeps it: its plan, to commit or amend
             release = str(changed.queued_bytes) if changed.submitter else ""
             if changed.dry_run:
-                ttl = str(self.dry_run_retention)
+                ttl = str(self.kept_seconds(changed))
         return changed.model_dump_json(exclude_defaults=True), ttl, release
 
     async def swap_many(

@@ -128,6 +128,11 @@ class Target(Protocol):
     policy: ZonePolicy
     swaps: int  # lost swaps a group may meet before it gives up (``kept_moving``)
 
+    @property
+    def remote(self) -> Remote | None:
+        """The git remote the wiki lives in (None: its repository is the system of record)."""
+        ...
+
     def takes_along(self, first: JobRecord) -> int:
         """How many followers a group headed by ``first`` may claim (0: it runs alone)."""
         ...
@@ -186,6 +191,7 @@ class LocalTarget:
     """A wiki whose repository is the system of record (see the module)."""
 
     swaps = MAX_SWAPS
+    remote = None
 
     def __init__(self, repo: WikiRepo) -> None:
         self.repo = repo

@@ -356,9 +356,33 @@ class Checks(Answer):
     )
 
 
+class RevisionCommit(Answer):
+    """A proposal's check as a git commit, beside ``main`` and never on it: on ``refs/proposals/<id>`` of
+    the wiki's repository (its latest revision) and, for a wiki kept in a git remote, pushed to a branch of
+    that remote until the proposal is decided."""
+
+    commit: str = Field(
+        description="the revision: its parent the head it was checked on, its tree what approving it lands"
+    )
+    ref: str = Field(description="refs/proposals/<proposal id>, where the proposal's latest revision is")
+    branch: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="a wiki kept in a git remote: the remote's branch it is pushed to (deleted once the "
+        "proposal is decided)",
+    )
+    compare_url: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the forge's page comparing the wiki's branch with ``branch``, to open a pull request "
+        "from (GitHub, GitLab, Gitea/Forgejo remotes)",
+    )
+
+
 class JobResult(Answer):
     """A succeeded job's result: the commit (None for a dry run) and the applied changes; a dry run also
-    answers ``diff`` (every changed file), ``checks`` and ``warnings``."""
+    answers ``diff`` (every changed file), ``checks`` and ``warnings``, and a proposal's check its
+    ``revision``."""
 
     commit: str | None = Field(default=None, description="the commit made; null for a dry run")
     applied: list[Applied] = Field(description="the changes, in order")
@@ -378,6 +402,12 @@ class JobResult(Answer):
         exclude_if=lambda v: v is None,
         description='a succeeded dry run, to its submitter: submit {"plan": this} to commit exactly what '
         'was checked (while the dry run is kept, once), or {"plan": this, "amend": {...}} to change edits',
+    )
+    revision: RevisionCommit | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="a proposal's check: the revision as a git commit (refs/proposals/<id>, and a branch of "
+        "a remote-backed wiki's remote)",
     )
 
 
@@ -422,6 +452,11 @@ class Job(Answer):
     )
     webhook: WebhookState | None = Field(
         default=None, description="the webhook delivery, when the batch named one"
+    )
+    proposal: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the proposal this job checks (a revision's dry run) or lands (its approval)",
     )
 
     @property
@@ -478,11 +513,110 @@ class JobList(Answer):
 
 
 class Submitted(Answer):
-    """``202`` to a submission: the new job's id, its status and where to poll it."""
+    """``202`` to a submission: the new job's id, its status and where to poll it (and, for a proposal,
+    the proposal it checks)."""
 
     job_id: str = Field(description="the new job's id")
     status: JobStatus = Field(default="queued", description="queued")
     status_url: str = Field(description="where to poll the job")
+    proposal: ProposalRef | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="a proposer's batch: the proposal it became (it lands only once approved)",
+    )
+
+
+ProposalState = Literal["checking", "open", "failed", "approved", "landed", "stale", "rejected", "expired"]
+
+
+class ProposalRef(Answer):
+    """Where a proposal is followed: its id, state and review links."""
+
+    proposal_id: str = Field(description="the proposal's id")
+    state: ProposalState = Field(description="checking until its dry run finishes, then open (or failed)")
+    url: str = Field(description="the proposal (GET), for its state, diff and decision")
+    review_url: str = Field(description="its review page in /ui, for a person to approve or reject")
+
+
+class ProposalRevision(Answer):
+    """One check of a proposal's batch: the dry run that checked it and what it showed. The diff, checks
+    and warnings are kept while the proposal is open (``result``); a revision whose check expired has
+    neither ``result`` nor ``error``."""
+
+    revision: int = Field(description="1 for the first check, then one more per re-check")
+    job_id: str = Field(description="the dry run that checked it (GET /v1/jobs/{id})")
+    status: JobStatus | Literal["expired"] = Field(description="the dry run's status")
+    checked_at: Timestamp | None = Field(default=None, description="when its check finished")
+    commit: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the revision as a commit on refs/proposals/<id> (its parent the head it was checked on)",
+    )
+    result: JobResult | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="what the check showed: applied, diff"
+    )
+    error: ErrorInfo | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="why the check failed"
+    )
+
+
+class Decision(Answer):
+    """Who decided a proposal, when, and why."""
+
+    by: Author = Field(description="who approved or rejected it")
+    at: Timestamp = Field(description="when, ISO 8601 UTC")
+    approved: bool = Field(description="true: approved (it lands through the queue); false: rejected")
+    comment: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the comment")
+
+
+class Proposal(ProposalRef):
+    """A batch proposed by a principal holding ``propose``: checked like a dry run, kept as its plan until
+    someone with ``write`` approves it (it then lands exactly as reviewed) or rejects it, or it expires."""
+
+    wiki: str = Field(description="the wiki")
+    author: Author = Field(description="who proposed it (the author of the commit it lands as)")
+    message: str = Field(description="the commit message it lands with (an Approved-by trailer added)")
+    created_at: Timestamp = Field(description="when it was proposed")
+    expires_at: Timestamp = Field(description="an undecided proposal expires then and never lands")
+    edits: int = Field(description="how many edits its batch has")
+    revisions: list[ProposalRevision] = Field(description="every check, the latest last")
+    decision: Decision | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="the approval or rejection"
+    )
+    job_id: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="an approved proposal's landing job"
+    )
+    commit: str | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="a landed proposal's commit on main"
+    )
+    branch: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="an open proposal of a wiki kept in a git remote: the remote's branch holding its "
+        "latest revision (deleted once the proposal is decided)",
+    )
+    compare_url: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="with ``branch`` on GitHub, GitLab or Gitea/Forgejo: the page comparing the wiki's "
+        "branch with it, one click from a pull request",
+    )
+    stale_paths: list[str] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="a stale proposal: the pages that changed since it was checked (re-check it)",
+    )
+    error: ErrorInfo | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="why it is stale or failed: the check's (or the landing job's) error",
+    )
+
+
+class ProposalList(Answer):
+    """``GET /v1/wikis/{wiki}/proposals``: a wiki's proposals, newest first, without diffs."""
+
+    proposals: list[Proposal] = Field(description="newest first; each revision without result")
 
 
 class Health(Answer):

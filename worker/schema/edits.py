@@ -646,6 +646,13 @@ class Batch(_Strict):
     ]
     webhook: Annotated[Webhook | None, Field(description="POST the finished job here, signed")] = None
     dry_run: Annotated[bool, Field(description="check everything against the head, commit nothing")] = False
+    propose: Annotated[
+        bool,
+        Field(
+            description="check it and keep it as a proposal that lands only once another principal "
+            "approves it (a token holding only propose always proposes)"
+        ),
+    ] = False
     # set only by a plan's submission (``PlanSubmission``): the ``applied`` list the dry run answered, which
     # the batch must produce again on the head it lands on, or fail ``PLAN_STALE``; never from a client
     expect: SkipJsonSchema[list[dict[str, JsonValue]] | None] = Field(
@@ -694,6 +701,25 @@ class PlanSubmission(_Strict):
         if self.dry_run and self.amend is None:
             raise ValueError("dry_run: only with amend (a plan commits what was checked)")
         return self
+
+
+class ProposalDecision(_Strict):
+    """An approval or rejection of a proposal, with an optional comment for its author."""
+
+    comment: Annotated[str | None, Field(max_length=2000, description="why (shown to the author)")] = None
+
+
+class ProposalRecheck(_Strict):
+    """A re-check of a proposal on the head: its batch again, with ``amend``'s edits when given."""
+
+    amend: Annotated[
+        dict[Annotated[str, Field(pattern=EDIT_INDEX)], Edit] | None,
+        Field(
+            min_length=1,
+            description='edits by index ("0" the first) replacing the proposal\'s; indexes from its length '
+            "on append, in order",
+        ),
+    ] = None
 
 
 def _submission_kind(value: Any) -> str:
@@ -813,6 +839,11 @@ def written_paths(edit: EditModel) -> list[str]:
     if isinstance(edit, RenameSection) and edit.rewrite_links:
         return [edit.path, ""]
     return [edit.path]
+
+
+def batch_paths(batch: Batch) -> list[str]:
+    """Every path (or path prefix) a batch may write (``written_paths`` of each edit, in order)."""
+    return [path for edit in batch.edits for path in written_paths(edit)]
 
 
 def check_limits(batch: Batch, limits: Limits) -> None:

@@ -8,6 +8,7 @@ ownership and enqueueing are decided here, once, so the transports stay thin ada
     ├── reads    wikis, pages (one, many, sections), search, commits   (worker.service.reads)
     ├── links    backlinks of a page                                    (worker.service.links)
     ├── submit   a batch: checks, idempotency, enqueue                  (worker.service.submit)
+    ├── proposals   a batch that lands once approved: review, decide    (worker.service.proposals)
     └── jobs     get / long-poll, cancel, redeliver, list               (worker.service.jobs)
 """
 

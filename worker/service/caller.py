@@ -1,7 +1,9 @@
 """Who is calling: a principal's identity, the name its commits carry, and its rights.
 
-Rights per wiki (``*`` for every wiki): ``read``; ``write`` (implies read); ``admin`` (implies both, creates
-wikis, and may cancel or redeliver anyone's job on its wikis). ``prefixes`` narrows writes to path prefixes.
+Rights per wiki (``*`` for every wiki): ``read``; ``propose`` (implies read: its batches become proposals,
+which land only once someone with ``write`` approves them); ``write`` (implies both: its batches land, and
+it may approve others' proposals); ``admin`` (implies all, creates wikis, and may cancel or redeliver
+anyone's job on its wikis). ``prefixes`` narrows writes, proposals and approvals to path prefixes.
 """
 
 from __future__ import annotations
@@ -11,8 +13,13 @@ from dataclasses import dataclass, field
 
 from worker.errors import AccessDenied, WikiNotFound
 
-RIGHTS = ("read", "write", "admin")
-IMPLIED = {"read": {"read"}, "write": {"read", "write"}, "admin": {"read", "write", "admin"}}
+RIGHTS = ("read", "propose", "write", "admin")
+IMPLIED = {
+    "read": {"read"},
+    "propose": {"read", "propose"},
+    "write": {"read", "propose", "write"},
+    "admin": {"read", "propose", "write", "admin"},
+}
 SINGLE_USER_ID = "single-user"
 
 
@@ -31,7 +38,7 @@ class Principal:
     id: str = SINGLE_USER_ID
 
     def may(self, wiki: str, right: str) -> bool:
-        """True when the principal holds ``right`` (read, write, admin) on ``wiki``."""
+        """True when the principal holds ``right`` (read, propose, write, admin) on ``wiki``."""
         granted = self.rights.get(wiki, frozenset()) | self.rights.get("*", frozenset())
         return right in granted
 

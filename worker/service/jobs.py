@@ -93,7 +93,8 @@ class Jobs:
                     await self.records.expire_soon(record, DRY_RUN_FETCHED_SECONDS)
                 if record.status in FINISHED or left <= 0:
                     job = record.public(reveals(caller, record))
-                    if mine and record.dry_run and record.batch is not None and record.status in FINISHED:
+                    plans = mine and record.dry_run and not record.proposal and record.batch is not None
+                    if plans and record.status in FINISHED:
                         if job.result is not None:
                             job.result.plan = plan_token(record.job_id)
                         elif job.error is not None:

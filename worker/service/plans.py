@@ -99,4 +99,5 @@ def _usable(record: JobRecord | None, caller_id: str, wiki: str, amending: bool)
         and (record.result is not None or amending)
         and record.wiki == wiki
         and record.submitter == caller_id
+        and not record.proposal  # a proposal's check lands only through its approval
     )

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import cast
 
 from arq.connections import ArqRedis
@@ -33,6 +34,7 @@ from worker.errors import (
     AccessDenied,
     BatchRejected,
     IdempotencyConflict,
+    ProposalNotOpen,
     RateLimited,
     StorageUnavailable,
     WebhookRefused,
@@ -45,21 +47,17 @@ from worker.jobs.record import BatchSummary, JobRecord, WebhookDelivery
 from worker.jobs.store import JobStore
 from worker.jobs.wikis import Wikis
 from worker.schema.answers import Author, Job, JobStatus, Submitted
-from worker.schema.edits import Batch, PlanSubmission, written_paths
+from worker.schema.edits import Batch, PlanSubmission, batch_paths
 from worker.service.caller import Principal
 from worker.service.plans import PLAN_USED_SECONDS, planned_batch
+from worker.service.proposal_store import ProposalDoc
+from worker.service.proposals import Proposals
 from worker.service.ratelimit import check_rate
 from worker.settings import Settings
 from worker.webhooks.guard import check_webhook_url
 
 log = logging.getLogger("wikiq.api")
 TAKE_BACK_SECONDS = 60.0  # how long a failed submission's clean-up waits for Redis to answer again
-
-
-def batch_paths(batch: Batch) -> list[str]:
-    """Every path (or path prefix) a batch may write: rename targets, a replace_across's prefix, and
-    ``""`` (anywhere) for a rename that rewrites links in every page."""
-    return [path for edit in batch.edits for path in written_paths(edit)]
 
 
 def fingerprint(wiki: str, batch: Batch) -> str:
@@ -73,14 +71,31 @@ def status_url(job_id: str) -> str:
     return f"/v1/jobs/{job_id}"
 
 
-class Submissions:
-    """Accepting batches."""
+@dataclass
+class Intent:
+    """What a submission queues besides its batch: the job's id and commit author, and the proposal it
+    checks or lands (``proposal``), created with it (``new_proposal``) or re-checked after the revision
+    ``revising``; a proposal's check is kept ``kept_seconds``."""
 
-    def __init__(self, settings: Settings, redis: ArqRedis, wikis: Wikis, jobs: JobStore) -> None:
+    job_id: str
+    author: Author
+    proposal: str = ""
+    kept_seconds: int = 0
+    new_proposal: ProposalDoc | None = None
+    revising: str = ""
+
+
+class Submissions:
+    """Accepting batches (and proposals: ``worker.service.proposals``)."""
+
+    def __init__(
+        self, settings: Settings, redis: ArqRedis, wikis: Wikis, jobs: JobStore, proposals: Proposals
+    ) -> None:
         self.settings = settings
         self.redis = redis
         self.wikis = wikis
         self.jobs = jobs
+        self.proposals = proposals
         self._taking_back: set[asyncio.Future[None]] = set()
 
     async def submit(
@@ -92,12 +107,15 @@ class Submissions:
     ) -> Submitted | Job:
         """Check ``batch`` and queue it: ``Submitted`` for a new job, or the ``Job`` an idempotency key named.
         A ``PlanSubmission`` queues the batch of the dry run it names, or that batch amended
-        (``worker.service.plans``).
+        (``worker.service.plans``). A batch of a caller holding ``propose`` but not ``write``, or one that
+        says ``propose``, becomes a proposal (``worker.service.proposals``): its check is queued as a dry
+        run, kept until the proposal is decided or expires, and the answer names the proposal.
 
         Raises the refusal (``BatchRejected``, ``AccessDenied``, ``RateLimited``, ...) when any check
         fails; nothing is then stored.
         """
-        caller.require(wiki, "write")
+        if not caller.may(wiki, "propose"):
+            caller.require(wiki, "write")  # 404 when it may not read the wiki, else 403
         plan, checked = None, None
         if isinstance(batch, PlanSubmission):
             if batch.amend is None:  # an amended batch is a new one: it commits no plan
@@ -105,6 +123,46 @@ class Submissions:
             batch, checked = await planned_batch(self.jobs, caller.id, wiki, batch)
         elif batch.expect is not None:
             raise BatchRejected("INVALID_BATCH", "expect: Extra inputs are not permitted (plans set it)")
+        intent = Intent(new_job_id(), Author(name=caller.name, email=caller.email))
+        if not batch.dry_run and (batch.propose or not caller.may(wiki, "write")):
+            # a proposal: checked now as a dry run, landed only once approved (a plan's token is not used)
+            plan, checked = None, None
+            batch = batch.model_copy(update={"dry_run": True, "propose": False, "expect": None})
+            doc = self.proposals.new(caller, wiki, batch, intent.job_id)
+            intent.proposal, intent.new_proposal = doc.id, doc
+            intent.kept_seconds = self.settings.proposal_retention_seconds
+        return await self._accept(caller, wiki, batch, intent, idempotency_key, plan, checked)
+
+    async def land(self, approver: Principal, doc: ProposalDoc, batch: Batch, job_id: str) -> Submitted:
+        """Queue an approved proposal's landing ``batch`` (a plan: its ``expect`` set) as job ``job_id``,
+        authored by the proposer and counted in the approver's rate and queued bytes."""
+        intent = Intent(job_id, doc.author, proposal=doc.id)
+        answer = await self._accept(approver, doc.wiki, batch, intent)
+        assert isinstance(answer, Submitted)
+        return answer
+
+    async def revise(self, caller: Principal, doc: ProposalDoc, batch: Batch, previous: str) -> Submitted:
+        """Queue a new check (revision) of proposal ``doc``: ``batch`` as a dry run, named in the proposal
+        only while ``previous`` is still its latest revision (else ``PROPOSAL_NOT_OPEN``)."""
+        intent = Intent(new_job_id(), Author(name=caller.name, email=caller.email), proposal=doc.id)
+        intent.kept_seconds = self.settings.proposal_retention_seconds
+        intent.revising = previous
+        answer = await self._accept(caller, doc.wiki, batch.model_copy(update={"dry_run": True}), intent)
+        assert isinstance(answer, Submitted)
+        return answer
+
+    async def _accept(
+        self,
+        caller: Principal,
+        wiki: str,
+        batch: Batch,
+        intent: Intent,
+        idempotency_key: str | None = None,
+        plan: str | None = None,
+        checked: JobRecord | None = None,
+    ) -> Submitted | Job:
+        """Every check that needs no repository, then the record, the queue entry and the proposal
+        ``intent`` names (see the module); what is stored is taken back when a check refuses."""
         at = await self.wikis.target(wiki)  # never a fetch: the worker checks the batch on the head
         settings = self.settings
         await check_rate(
@@ -121,7 +179,9 @@ class Submissions:
                 )
             url = await check_webhook_url(batch.webhook.url, allow_private=settings.webhook_allow_private)
             batch = batch.model_copy(update={"webhook": batch.webhook.model_copy(update={"url": url})})
-        job_id = new_job_id()
+            if intent.new_proposal is not None:
+                intent.new_proposal.webhook = batch.webhook
+        job_id = intent.job_id
         scope = f"{caller.id}\x00{wiki}"
         guard = None
         if idempotency_key is not None:
@@ -130,7 +190,7 @@ class Submissions:
             replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
             if replayed is not None:
                 return replayed
-        record = self._record(caller, wiki, job_id, batch, at.commit)
+        record = self._record(caller, wiki, job_id, batch, at.commit, intent)
         if idempotency_key is not None:
             record.idempotency_guard = keys.idempotency(scope, idempotency_key)
         cap = settings.max_queued_bytes
@@ -148,6 +208,12 @@ class Submissions:
             raise BatchRejected(
                 "PLAN_NOT_FOUND", f"plan {plan[:80]!r} was committed already (a plan commits once)"
             )
+        try:
+            await self._name_proposal(intent)
+        except BaseException:
+            if idempotency_key is not None:
+                await self.jobs.unbind_key(scope, idempotency_key)
+            raise
         try:  # one round trip: bytes, record, queue entry and doorbell at once, then the durability wait
             outcome = await accept_job(
                 self.redis,
@@ -162,8 +228,10 @@ class Submissions:
             job_accepted(self.redis, record)
             raise self._not_durable(job_id, exc) from None
         except BaseException:  # the script may or may not have run: take back what it may have stored
-            self._take_back_later(record, scope, idempotency_key, plan)
+            self._take_back_later(record, scope, idempotency_key, plan, intent)
             raise
+        if outcome != ACCEPTED:
+            await self._unname_proposal(intent)
         if outcome != ACCEPTED and plan is not None:
             await self.redis.delete(keys.plan_used(plan))
         if outcome == KEY_TAKEN:
@@ -180,15 +248,63 @@ class Submissions:
             raise RateLimited(
                 f"{outcome} bytes of your batches are still waiting or kept as dry-run results (the limit "
                 f"is {cap}); wait for some to finish (a dry run counts until it expires or its plan is "
-                "committed), then submit again",
+                "committed; a proposal until it is decided), then submit again",
                 retry_after=1,
             )
         job_accepted(self.redis, record)
         if plan is not None and checked is not None:  # its plan is committed: kept a minute more only
             await self.jobs.expire_soon(checked, PLAN_USED_SECONDS)
-        return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id))
+        proposal = None
+        if intent.new_proposal is not None or intent.revising:
+            proposal = self.proposals.ref(await self._proposal_doc(intent))
+        return Submitted(job_id=job_id, status="queued", status_url=status_url(job_id), proposal=proposal)
 
-    def _take_back_later(self, record: JobRecord, scope: str, key: str | None, plan: str | None) -> None:
+    async def _proposal_doc(self, intent: Intent) -> ProposalDoc:
+        """The proposal an accepted check names (as stored, or as created)."""
+        found = await self.proposals.store.get(intent.proposal)
+        assert found is not None or intent.new_proposal is not None
+        return found or cast(ProposalDoc, intent.new_proposal)
+
+    async def _name_proposal(self, intent: Intent) -> None:
+        """Store the proposal ``intent`` creates, or add its check as the proposal's new revision (only
+        while ``intent.revising`` is still its latest: ``PROPOSAL_NOT_OPEN`` otherwise), before the job
+        is accepted: a proposal never names a check that was not queued for longer than a refusal takes."""
+        store = self.proposals.store
+        if intent.new_proposal is not None:
+            await store.create(intent.new_proposal)
+        elif intent.revising:
+            ttl = self.settings.proposal_retention_seconds
+
+            def revise(doc: ProposalDoc) -> ProposalDoc | None:
+                if doc.revisions[-1] != intent.revising:
+                    return None
+                doc.revisions.append(intent.job_id)
+                doc.decision = doc.landing = doc.commit = doc.stale_paths = doc.error = None
+                doc.expires_ms = now_ms() + ttl * 1000
+                return doc
+
+            stored = await store.update(intent.proposal, revise)
+            if stored is None or stored.revisions[-1] != intent.job_id:
+                raise ProposalNotOpen(f"proposal {intent.proposal} was re-checked or decided meanwhile")
+
+    async def _unname_proposal(self, intent: Intent) -> None:
+        """Take back what ``_name_proposal`` stored for a job that was not queued."""
+        store = self.proposals.store
+        if intent.new_proposal is not None:
+            await store.delete(intent.new_proposal)
+        elif intent.revising:
+
+            def unrevise(doc: ProposalDoc) -> ProposalDoc | None:
+                if doc.revisions[-1] != intent.job_id:
+                    return None
+                doc.revisions.pop()
+                return doc
+
+            await store.update(intent.proposal, unrevise)
+
+    def _take_back_later(
+        self, record: JobRecord, scope: str, key: str | None, plan: str | None, intent: Intent
+    ) -> None:
         """Take back, in the background, what a submission whose script failed may have stored (its
         record, queued bytes, idempotency key, plan marker): its refusal is answered at once, not after a
         second wait on a Redis that does not answer. A retry with the same key that comes first takes the
@@ -203,6 +319,7 @@ class Submissions:
                         await self.jobs.unbind_key(scope, key)
                     if plan is not None:
                         await self.redis.delete(keys.plan_used(plan))
+                    await self._unname_proposal(intent)
             except Exception as exc:  # Redis still away: the key expires, the record never was
                 log.warning("a failed submission's clean-up failed (job %s): %r", record.job_id, exc)
 
@@ -277,15 +394,19 @@ class Submissions:
             retry_after=1,
         )
 
-    def _record(self, caller: Principal, wiki: str, job_id: str, batch: Batch, base: str | None) -> JobRecord:
+    def _record(
+        self, caller: Principal, wiki: str, job_id: str, batch: Batch, base: str | None, intent: Intent
+    ) -> JobRecord:
         record = JobRecord(
             job_id=job_id,
             wiki=wiki,
             submitted_ms=now_ms(),
             batch=batch,
             summary=BatchSummary.of(batch),
-            author=Author(name=caller.name, email=caller.email),
+            author=intent.author,
             submitter=caller.id,
+            proposal=intent.proposal,
+            kept_seconds=intent.kept_seconds,
             base=base,
             partition=partition_of(wiki, self.settings.partitions),
             webhook=None if batch.webhook is None else WebhookDelivery(url=batch.webhook.url),

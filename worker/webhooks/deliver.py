@@ -32,7 +32,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from standardwebhooks import Webhook
 
 from worker import keys
-from worker.errors import WebhookRefused, WikiqError
+from worker.errors import OUTAGES, WebhookRefused, WikiqError
 from worker.jobs import events as telemetry
 from worker.jobs.clock import iso, now_ms
 from worker.jobs.context import JobContext
@@ -82,17 +82,42 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     return min(max(0.0, (when - now).total_seconds()), float(_MOST_SECONDS))
 
 
+def event_type(record: JobRecord) -> str:
+    """The event a finished job sends: ``batch.succeeded``/``batch.failed``; for a proposal's check,
+    ``proposal.proposed`` (open for review) or ``proposal.failed``, then ``proposal.approved`` or
+    ``proposal.rejected`` once decided; for its landing, ``proposal.landed``, or ``proposal.stale`` when the
+    wiki changed since the check (any refusal of the batch's checks)."""
+    succeeded = record.status == "succeeded"
+    if record.decided:  # a proposal's check announcing its decision
+        return f"proposal.{record.decided}"
+    if not record.proposal:
+        return "batch.succeeded" if succeeded else "batch.failed"
+    if record.dry_run:
+        return "proposal.proposed" if succeeded else "proposal.failed"
+    if succeeded:
+        return "proposal.landed"
+    refused = record.error is not None and record.error.code not in OUTAGES
+    return "proposal.stale" if refused else "proposal.failed"
+
+
 def event_body(record: JobRecord) -> str:
     """The event POSTed for a finished job: type, timestamp and the job object as it was when the job
     finished (its webhook pending, without attempts). A function of what never changes after the finish,
     so every attempt and every redelivery sends the same bytes, and no copy of them is stored."""
-    kind = "batch.succeeded" if record.status == "succeeded" else "batch.failed"
+    kind = event_type(record)
     finished = record
     if record.webhook is not None:
         finished = record.model_copy(update={"webhook": WebhookDelivery(url=record.webhook.url)})
     data = finished.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
-    timestamp = iso(record.finished_ms if record.finished_ms is not None else now_ms())
+    at = record.decided_ms or record.finished_ms
+    timestamp = iso(at if at is not None else now_ms())
     return f'{{"type":"{kind}","timestamp":"{timestamp}","data":{data}}}'  # both plain ASCII, no escapes
+
+
+def event_id(record: JobRecord) -> str:
+    """The ``webhook-id`` of the event ``record`` sends: ``msg_<job id>``, the same on every retry and
+    redelivery; a proposal's decision is an event of its own (``msg_<job id>_approved``)."""
+    return f"msg_{record.job_id}_{record.decided}" if record.decided else f"msg_{record.job_id}"
 
 
 async def send(
@@ -213,7 +238,7 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
     if lanes is not None and lanes.full(record.submitter):  # its lane is taken: back on the queue
         raise Retry(defer=settings.webhook_timeout * ctx["rng"].uniform(0.5, 1.0))
     async with lanes.slot(record.submitter) if lanes is not None else contextlib.nullcontext():
-        outcome = await send(ctx["http"], record.webhook.url, f"msg_{job_id}", event_body(record), signer)
+        outcome = await send(ctx["http"], record.webhook.url, event_id(record), event_body(record), signer)
     delay = (
         None
         if outcome.stop

@@ -52,6 +52,7 @@ from worker.webhooks.deliver import (
     Outcome,
     enqueue_attempt,
     event_body,
+    event_id,
     failed,
     next_delay,
     noting,
@@ -256,7 +257,7 @@ class Taker:
         try:
             body = event_body(record)
             async with self.lanes.slot(record.submitter):
-                return await send(self.sender, record.webhook.url, f"msg_{record.job_id}", body, self.signer)
+                return await send(self.sender, record.webhook.url, event_id(record), body, self.signer)
         except Exception as exc:
             log.warning("webhooks: first attempt of job %s failed unexpectedly", record.job_id, exc_info=exc)
             return failed(utc_now(), f"{type(exc).__name__}: {str(exc)[:200]}")

@@ -46,19 +46,23 @@ def tracking_ref(remote: Remote) -> str:
     return f"refs/wikiq/remote/{remote.branch}"
 
 
-def remote_head(cache: Path, remote: Remote, *, timeout: float = LS_REMOTE_TIMEOUT) -> str | None:
-    """The commit the remote branch points at now (``git ls-remote``); None when the branch does not exist."""
+def remote_head(
+    cache: Path, remote: Remote, *, timeout: float = LS_REMOTE_TIMEOUT, ref: str | None = None
+) -> str | None:
+    """The commit the remote branch (or the remote's ``ref``) points at now (``git ls-remote``); None when
+    it does not exist."""
     started = time.monotonic()
-    command = prepare(cache, remote, ["ls-remote", remote.url, remote.ref])
+    ref = remote.ref if ref is None else ref
+    command = prepare(cache, remote, ["ls-remote", remote.url, ref])
     finished = run(command, remote, "ls-remote", timeout)
     if finished.returncode != 0:
         raise _failed(remote, "ls-remote", finished.stderr, command.secrets, started)
     head = None
     for line in finished.stdout.splitlines():
         oid, _, name = line.partition("\t")
-        if name == remote.ref and _OBJECT_ID.match(oid):
+        if name == ref and _OBJECT_ID.match(oid):
             head = oid
-    log.debug("remote %s: ls-remote %s -> %s in %.0f ms", remote.name, remote.ref, head, _ms(started))
+    log.debug("remote %s: ls-remote %s -> %s in %.0f ms", remote.name, ref, head, _ms(started))
     return head
 
 
@@ -125,6 +129,61 @@ def push_cas(
         "remote %s: push %s %s..%s -> %s in %.0f ms",
         remote.name,
         remote.ref,
+        expected,
+        commit,
+        _describe_result(result),
+        _ms(started),
+    )
+    return result
+
+
+def push_branch(
+    cache: Path,
+    remote: Remote,
+    ref: str,
+    commit: str | None,
+    expected: str | None,
+    *,
+    timeout: float = PUSH_TIMEOUT,
+) -> PushResult:
+    """Set the remote's ``ref`` (another branch than the wiki's, e.g. a proposal's) to ``commit``, or
+    delete it (``commit`` None), only while it is at ``expected`` (None: absent): ``--force-with-lease``,
+    so the new value need not descend from the old one, yet a value someone else pushed is never
+    overwritten. ``Moved`` when the ref holds something else; ``Accepted`` (``already``) when it is already
+    as asked (a retry whose first answer was lost, a ref deleted by someone else). ``ref`` is never the
+    wiki's own branch (``ValueError``)."""
+    if ref == remote.ref or not ref.startswith("refs/heads/"):
+        raise ValueError(f"{ref!r} is not a branch other than the wiki's")
+    if commit is not None:
+        _check_object_id(commit, "commit")
+    if expected is not None:
+        _check_object_id(expected, "expected")
+    started = time.monotonic()
+    args = [
+        "push",
+        "--porcelain",
+        "--no-verify",
+        f"--force-with-lease={ref}:{expected or ''}",
+        remote.url,
+        f"{commit or ''}:{ref}",
+    ]
+    command = prepare(cache, remote, args)
+    finished = run(command, remote, "push", timeout)
+    status = status_of(finished.stdout, ref)
+    if status is not None and status.flag == "-" and commit is None:
+        result: PushResult | None = Accepted("")
+    else:
+        result = outcome(status, commit or "") if status is not None else None
+    if result is None:
+        raise _failed(remote, "push", finished.stderr, command.secrets, started)
+    if isinstance(result, Rejected):
+        result = Rejected(_rejection(result.reason, finished.stderr, remote, command.secrets))
+    elif isinstance(result, Moved) and remote_head(cache, remote, ref=ref) == commit:
+        result = Accepted(commit or "", already=True)
+    log.debug(
+        "remote %s: push %s %s..%s -> %s in %.0f ms",
+        remote.name,
+        ref,
         expected,
         commit,
         _describe_result(result),
