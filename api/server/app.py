@@ -28,6 +28,7 @@ from api.server.limits import RequestLimits
 from api.server.routes import jobs, proposals, wikis
 from api.server.stopping import Draining
 from api.server.ui import login, pages
+from api.server.ui import proposals as proposal_pages
 from api.server.ui.sessions import Sessions
 from worker.bootstrap import bootstrap
 from worker.git.remote import RemoteRegistry
@@ -149,6 +150,7 @@ def create_app(settings: Settings, bind_host: str = "127.0.0.1", draining: Drain
     app.include_router(metrics_route.router)
     app.include_router(login.router)
     app.include_router(pages.router)
+    app.include_router(proposal_pages.router)
     mcp.mount(app, settings)
     openapi.install(app, settings, remotes)
     return app

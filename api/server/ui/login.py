@@ -32,7 +32,7 @@ HEADERS = {
         "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
     ),
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make the form post "Origin: null", refused
     "X-Content-Type-Options": "nosniff",
 }
 _FORM = """<!doctype html><html lang="en"><head><meta charset="utf-8">

@@ -45,7 +45,9 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    # not no-referrer: with it a browser posts a form (sign-out, a proposal's decision) with "Origin: null",
+    # which api.server.hosts refuses; same-origin still sends no referrer to any other site
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
 }
 RECENT = 40  # jobs on the overview
@@ -208,6 +210,7 @@ def job_view(record: JobRecord, now_ms: int) -> dict[str, Any]:
         "error": error,
         "failing": edits[index] if isinstance(index, int) and 0 <= index < len(edits) else None,
         "webhook": _webhook_view(record),
+        "proposal": record.proposal or None,  # the proposal it checks or lands
     }
 
 
