@@ -31,6 +31,13 @@ AppliedOp = Literal[
     "rewrite_links",
     "merge_pages",
 ]
+
+
+def omitted(description: str) -> Any:
+    """A field absent from the JSON while None (``exclude_if``), described by ``description``."""
+    return Field(default=None, exclude_if=lambda v: v is None, description=description)
+
+
 Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINISHED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -63,9 +70,7 @@ class EditError(Answer):
     index: int | None = Field(default=None, description="the failing edit's index")
     code: str = Field(description="the stable error code (contract 3.3)")
     message: str = Field(description="what went wrong and what to do")
-    details: dict[str, Any] | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="facts to act on, as the error's"
-    )
+    details: dict[str, Any] | None = omitted("facts to act on, as the error's")
 
 
 class ErrorInfo(Answer):
@@ -75,29 +80,21 @@ class ErrorInfo(Answer):
     code: str = Field(description="the stable error code (contract 3.3)")
     message: str = Field(description="what went wrong and what to do")
     index: int | None = Field(default=None, description="the failing edit's index, or null")
-    details: dict[str, Any] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="facts to act on, e.g. a VERSION_MISMATCH's path, current_version and, for a section "
-        "op, current_section_version",
+    details: dict[str, Any] | None = omitted(
+        "facts to act on, e.g. a VERSION_MISMATCH's path, current_version and, for a section "
+        "op, current_section_version"
     )
-    errors: list[EditError] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="a batch refused by its checks: every failing edit in order, the first (this error) "
-        "included, at most 50; each edit after a failing one is checked as if that one were left out",
+    errors: list[EditError] | None = omitted(
+        "a batch refused by its checks: every failing edit in order, the first (this error) "
+        "included, at most 50; each edit after a failing one is checked as if that one were left out"
     )
-    unchecked: int | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the first edit not checked, when checking stopped early (50 failing edits, or the "
-        "batch's budget spent): the edits from there on may fail too",
+    unchecked: int | None = omitted(
+        "the first edit not checked, when checking stopped early (50 failing edits, or the "
+        "batch's budget spent): the edits from there on may fail too"
     )
-    plan: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description='a failed dry run, to its submitter: submit {"plan": this, "amend": {"<index>": edit}} '
-        "to send only the corrected edits (while the dry run is kept)",
+    plan: str | None = omitted(
+        'a failed dry run, to its submitter: submit {"plan": this, "amend": {"<index>": edit}} '
+        "to send only the corrected edits (while the dry run is kept)"
     )
 
 
@@ -107,10 +104,8 @@ class WikiInfo(Answer):
 
     id: str = Field(description="the wiki's id")
     head: str | None = Field(default=None, description="the commit main points at; null for an empty wiki")
-    remote: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the remote's name")
-    published_at: Timestamp | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="when wikiq last pushed to the remote"
-    )
+    remote: str | None = omitted("the remote's name")
+    published_at: Timestamp | None = omitted("when wikiq last pushed to the remote")
     problems: list[str] | None = Field(
         default=None, exclude_if=lambda v: not v, description="paths in the remote's tree wikiq would refuse"
     )
@@ -162,9 +157,7 @@ class Page(Answer):
     )
     size: int = Field(description="its size in bytes")
     commit: str | None = Field(default=None, description="the commit it was read at")
-    sections: list[SectionInfo] | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the heading tree, when sections=true"
-    )
+    sections: list[SectionInfo] | None = omitted("the heading tree, when sections=true")
 
     def data(self) -> bytes:
         """The file's exact bytes."""
@@ -198,10 +191,8 @@ class PageSet(Answer):
     commit: str | None = Field(default=None, description="the commit every page was read at")
     pages: list[Page] = Field(description="the pages read, in the order asked")
     errors: list[PageError] = Field(default_factory=list, description="one entry per path not read")
-    next_cursor: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="present when the size budget left paths unread: send the same paths with it as cursor",
+    next_cursor: str | None = omitted(
+        "present when the size budget left paths unread: send the same paths with it as cursor"
     )
 
 
@@ -223,9 +214,7 @@ class BacklinkList(Answer):
     commit: str | None = Field(default=None, description="the commit the links were read at")
     backlinks: list[Backlink] = Field(description="every link to the page, by linking page then line")
     truncated: bool = Field(default=False, description="true when there were more links than the limit")
-    next_cursor: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="present when there are more links"
-    )
+    next_cursor: str | None = omitted("present when there are more links")
 
 
 class Author(Answer):
@@ -256,11 +245,9 @@ class Applied(Answer):
     index: int = Field(description="the edit's index in the batch")
     op: AppliedOp = Field(description="the op, or rewrite_links for a page a rename rewrote")
     path: str = Field(description="the path it changed")
-    new_path: str | None = Field(default=None, exclude_if=lambda v: v is None, description="renames only")
+    new_path: str | None = omitted("renames only")
     version: str | None = Field(description="the path's version after the edit; null once deleted")
-    count: int | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="rewrite_links and replace_across only"
-    )
+    count: int | None = omitted("rewrite_links and replace_across only")
 
 
 class FileDiff(Answer):
@@ -268,13 +255,9 @@ class FileDiff(Answer):
     answer's diff budget cut it)."""
 
     path: str = Field(description="the changed file (its new path for a move)")
-    old_path: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
-    )
+    old_path: str | None = omitted("the path it moved from")
     diff: str = Field(description="the unified diff (3 lines of context)")
-    truncated: bool | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="true when the answer's diff budget cut it"
-    )
+    truncated: bool | None = omitted("true when the answer's diff budget cut it")
 
 
 class BatchWarning(Answer):
@@ -288,10 +271,8 @@ class BatchWarning(Answer):
         description="LINK_BROKEN, NOT_IN_INDEX, NOT_REWRITTEN, OVERWRITES_BATCH_EDIT or TRUNCATED"
     )
     path: str = Field(description="the page it is about")
-    line: int | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the link's line, 1-based"
-    )
-    link: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the link as written")
+    line: int | None = omitted("the link's line, 1-based")
+    link: str | None = omitted("the link as written")
     message: str = Field(description="what is wrong and what to do")
 
 
@@ -300,18 +281,14 @@ class FileCheck(Answer):
     links rewritten in it, the code pieces it gained and lost, and whether an edit named it."""
 
     path: str = Field(description="the changed file (its new path for a move)")
-    old_path: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the path it moved from"
-    )
+    old_path: str | None = omitted("the path it moved from")
     change: Literal["created", "modified", "moved", "deleted"] = Field(description="how it changed")
     added: int | None = Field(
         description="lines its diff adds; null when not diffed line by line (not UTF-8, too large, or the "
         "batch's budget ran out)"
     )
     removed: int | None = Field(description="lines its diff removes; null as added")
-    links: int | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="links rewrite_links rewrote in it"
-    )
+    links: int | None = omitted("links rewrite_links rewrote in it")
     code_added: int = Field(
         default=0,
         exclude_if=lambda v: not v,
@@ -365,17 +342,13 @@ class RevisionCommit(Answer):
         description="the revision: its parent the head it was checked on, its tree what approving it lands"
     )
     ref: str = Field(description="refs/proposals/<proposal id>, where the proposal's latest revision is")
-    branch: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="a wiki kept in a git remote: the remote's branch it is pushed to (deleted once the "
-        "proposal is decided)",
+    branch: str | None = omitted(
+        "a wiki kept in a git remote: the remote's branch it is pushed to (deleted once the "
+        "proposal is decided)"
     )
-    compare_url: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the forge's page comparing the wiki's branch with ``branch``, to open a pull request "
-        "from (GitHub, GitLab, Gitea/Forgejo remotes)",
+    compare_url: str | None = omitted(
+        "the forge's page comparing the wiki's branch with ``branch``, to open a pull request "
+        "from (GitHub, GitLab, Gitea/Forgejo remotes)"
     )
 
 
@@ -386,28 +359,18 @@ class JobResult(Answer):
 
     commit: str | None = Field(default=None, description="the commit made; null for a dry run")
     applied: list[Applied] = Field(description="the changes, in order")
-    diff: list[FileDiff] | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    diff: list[FileDiff] | None = omitted("dry runs only")
+    warnings: list[BatchWarning] | None = omitted("dry runs only")
+    checks: Checks | None = omitted(
+        "dry runs only: broken links before and after, code changed, each changed file"
     )
-    warnings: list[BatchWarning] | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="dry runs only"
+    plan: str | None = omitted(
+        'a succeeded dry run, to its submitter: submit {"plan": this} to commit exactly what '
+        'was checked (while the dry run is kept, once), or {"plan": this, "amend": {...}} to change edits'
     )
-    checks: Checks | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="dry runs only: broken links before and after, code changed, each changed file",
-    )
-    plan: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description='a succeeded dry run, to its submitter: submit {"plan": this} to commit exactly what '
-        'was checked (while the dry run is kept, once), or {"plan": this, "amend": {...}} to change edits',
-    )
-    revision: RevisionCommit | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="a proposal's check: the revision as a git commit (refs/proposals/<id>, and a branch of "
-        "a remote-backed wiki's remote)",
+    revision: RevisionCommit | None = omitted(
+        "a proposal's check: the revision as a git commit (refs/proposals/<id>, and a branch of "
+        "a remote-backed wiki's remote)"
     )
 
 
@@ -453,10 +416,8 @@ class Job(Answer):
     webhook: WebhookState | None = Field(
         default=None, description="the webhook delivery, when the batch named one"
     )
-    proposal: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the proposal this job checks (a revision's dry run) or lands (its approval)",
+    proposal: str | None = omitted(
+        "the proposal this job checks (a revision's dry run) or lands (its approval)"
     )
 
     @property
@@ -483,20 +444,10 @@ class MatchList(Answer):
     ``next_cursor`` back for more. With ``count=true``, no lines: the matches per page and in all."""
 
     matches: list[Match] = Field(description="the matching lines, by path then line")
-    next_cursor: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="present when there are more matches (with count=true, more pages)",
-    )
-    pages: list[PageCount] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="count=true: each page with matches and how many, in path order",
-    )
-    total: int | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="count=true: the matches on every page, listed or not (replace_across's expected_count)",
+    next_cursor: str | None = omitted("present when there are more matches (with count=true, more pages)")
+    pages: list[PageCount] | None = omitted("count=true: each page with matches and how many, in path order")
+    total: int | None = omitted(
+        "count=true: the matches on every page, listed or not (replace_across's expected_count)"
     )
 
 
@@ -519,10 +470,8 @@ class Submitted(Answer):
     job_id: str = Field(description="the new job's id")
     status: JobStatus = Field(default="queued", description="queued")
     status_url: str = Field(description="where to poll the job")
-    proposal: ProposalRef | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="a proposer's batch: the proposal it became (it lands only once approved)",
+    proposal: ProposalRef | None = omitted(
+        "a proposer's batch: the proposal it became (it lands only once approved)"
     )
 
 
@@ -547,17 +496,11 @@ class ProposalRevision(Answer):
     job_id: str = Field(description="the dry run that checked it (GET /v1/jobs/{id})")
     status: JobStatus | Literal["expired"] = Field(description="the dry run's status")
     checked_at: Timestamp | None = Field(default=None, description="when its check finished")
-    commit: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the revision as a commit on refs/proposals/<id> (its parent the head it was checked on)",
+    commit: str | None = omitted(
+        "the revision as a commit on refs/proposals/<id> (its parent the head it was checked on)"
     )
-    result: JobResult | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="what the check showed: applied, diff"
-    )
-    error: ErrorInfo | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="why the check failed"
-    )
+    result: JobResult | None = omitted("what the check showed: applied, diff")
+    error: ErrorInfo | None = omitted("why the check failed")
 
 
 class Decision(Answer):
@@ -566,7 +509,7 @@ class Decision(Answer):
     by: Author = Field(description="who approved or rejected it")
     at: Timestamp = Field(description="when, ISO 8601 UTC")
     approved: bool = Field(description="true: approved (it lands through the queue); false: rejected")
-    comment: str | None = Field(default=None, exclude_if=lambda v: v is None, description="the comment")
+    comment: str | None = omitted("the comment")
 
 
 class Proposal(ProposalRef):
@@ -580,37 +523,21 @@ class Proposal(ProposalRef):
     expires_at: Timestamp = Field(description="an undecided proposal expires then and never lands")
     edits: int = Field(description="how many edits its batch has")
     revisions: list[ProposalRevision] = Field(description="every check, the latest last")
-    decision: Decision | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="the approval or rejection"
+    decision: Decision | None = omitted("the approval or rejection")
+    job_id: str | None = omitted("an approved proposal's landing job")
+    commit: str | None = omitted("a landed proposal's commit on main")
+    branch: str | None = omitted(
+        "an open proposal of a wiki kept in a git remote: the remote's branch holding its "
+        "latest revision (deleted once the proposal is decided)"
     )
-    job_id: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="an approved proposal's landing job"
+    compare_url: str | None = omitted(
+        "with ``branch`` on GitHub, GitLab or Gitea/Forgejo: the page comparing the wiki's "
+        "branch with it, one click from a pull request"
     )
-    commit: str | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="a landed proposal's commit on main"
+    stale_paths: list[str] | None = omitted(
+        "a stale proposal: the pages that changed since it was checked (re-check it)"
     )
-    branch: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="an open proposal of a wiki kept in a git remote: the remote's branch holding its "
-        "latest revision (deleted once the proposal is decided)",
-    )
-    compare_url: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="with ``branch`` on GitHub, GitLab or Gitea/Forgejo: the page comparing the wiki's "
-        "branch with it, one click from a pull request",
-    )
-    stale_paths: list[str] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="a stale proposal: the pages that changed since it was checked (re-check it)",
-    )
-    error: ErrorInfo | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="why it is stale or failed: the check's (or the landing job's) error",
-    )
+    error: ErrorInfo | None = omitted("why it is stale or failed: the check's (or the landing job's) error")
 
 
 class ProposalList(Answer):
