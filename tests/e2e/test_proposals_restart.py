@@ -4,30 +4,28 @@ everything stopped is checked once the worker is back."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import httpx
 
 from tests.e2e.service import Service
+from tests.principals import tokens_toml
 
-TOKENS = {"root": ("admin", "tok-root"), "pat": ("propose", "tok-pat"), "rita": ("write", "tok-rita")}
+TOKENS = {"root": "tok-root", "pat": "tok-pat", "rita": "tok-rita"}
+ENTRIES = {
+    "root": ("Root", '{ "*" = "admin" }'),
+    "pat": ("Pat", '{ "*" = "propose" }'),
+    "rita": ("Rita", '{ "*" = "write" }'),
+}
 
 
 def _tokens(path: Path) -> Path:
-    blocks = [
-        f'[[principals]]\nname = "{who.title()}"\nemail = "{who}@example.org"\n'
-        f'token_sha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\nrights = {{ "*" = "{right}" }}\n'
-        for who, (right, token) in TOKENS.items()
-    ]
-    path.write_text("\n".join(blocks))
+    path.write_text(tokens_toml(TOKENS, ENTRIES))
     return path
 
 
 def _as(service: Service, who: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=service.url, timeout=70, headers={"authorization": f"Bearer {TOKENS[who][1]}"}
-    )
+    return httpx.Client(base_url=service.url, timeout=70, headers={"authorization": f"Bearer {TOKENS[who]}"})
 
 
 def _propose(client: httpx.Client, path: str) -> dict[str, str]:

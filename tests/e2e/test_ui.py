@@ -2,41 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.service import Service
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 PHONE = {"width": 390, "height": 844}
 LINE = "Hello from the browser test <b>not bold</b>"
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    """A headless chromium started by the test itself (never a downloaded browser build).
-
-    Without a chromium on PATH the browser tests are skipped, naming the command that installs one
-    (``make test`` runs it itself where it can: as root on Debian).
-    """
-    if CHROMIUM is None:
-        pytest.skip("no chromium on PATH: `apt-get install -y chromium` (as root, Debian) enables this test")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _job(page: Page, job_id: str, status: str) -> None:

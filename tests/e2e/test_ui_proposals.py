@@ -12,27 +12,17 @@ and ``rex`` write on ``pw``; ``rob`` read on ``pw``. One deployment and one brow
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.service import Service
+from tests.principals import tokens_toml
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 WIKI = "pw"
 TOKENS = {"root": "tok-root", "pat": "tok-pat", "rita": "tok-rita", "rex": "tok-rex", "rob": "tok-rob"}
 ENTRIES = {
@@ -50,35 +40,13 @@ WAIT = 30_000  # ms Playwright waits for what a worker does
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """A deployment with the module's tokens file and the wiki ``pw`` (root's client)."""
     root = tmp_path_factory.mktemp("ui-proposals")
-    blocks = []
-    for who, (name, rights) in ENTRIES.items():
-        digest = hashlib.sha256(TOKENS[who].encode()).hexdigest()
-        blocks.append(
-            f'[[principals]]\nname = "{name}"\nemail = "{who}@example.org"\n'
-            f'token_sha256 = "{digest}"\nrights = {rights}\n'
-        )
     tokens = root / "tokens.toml"
-    tokens.write_text("\n".join(blocks))
+    tokens.write_text(tokens_toml(TOKENS, ENTRIES))
     service = Service(root, WIKIQ_TOKENS_FILE=str(tokens)).start(workers=1)
     service.client.headers["authorization"] = f"Bearer {TOKENS['root']}"
     service.create_wiki(WIKI)
     yield service
     service.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """A headless chromium started by the test itself (never a downloaded browser build), one per module.
-
-    Without a chromium on PATH the browser tests are skipped, naming the command that installs one
-    (``make test`` runs it itself where it can: as root on Debian).
-    """
-    if CHROMIUM is None:
-        pytest.skip("no chromium on PATH: `apt-get install -y chromium` (as root, Debian) enables this test")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ Principals (tokens are the dict's values):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from tests.e2e.service import Service
 from tests.gitutil import fsck
+from tests.principals import tokens_toml
 
 TOKENS = {
     "admin": "tok-admin-0123456789",
@@ -36,22 +36,6 @@ ENTRIES = {
     "twin-a": ("Twin", '{ "sec" = "write" }', ""),
     "twin-b": ("Twin", '{ "sec" = "write" }', ""),
 }
-
-
-def digest(token: str) -> str:
-    """The token_sha256 of a token."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def tokens_toml() -> str:
-    """The tokens file of the suite's principals."""
-    blocks = []
-    for who, (name, rights, extra) in ENTRIES.items():
-        blocks.append(
-            f'[[principals]]\nname = "{name}"\nemail = "{who}@example.org"\n'
-            f'token_sha256 = "{digest(TOKENS[who])}"\nrights = {rights}\n{extra}\n'
-        )
-    return "\n".join(blocks)
 
 
 def as_(service: Service, who: str | None) -> httpx.Client:
@@ -72,7 +56,7 @@ def fsck_every_wiki(service: Service) -> None:
 def deployment(root: Path, workers: int, **env: str) -> Service:
     """A deployment with the suite's tokens file and a wiki ``sec``."""
     tokens = root / "tokens.toml"
-    tokens.write_text(tokens_toml())
+    tokens.write_text(tokens_toml(TOKENS, ENTRIES))
     service = Service(root, WIKIQ_TOKENS_FILE=str(tokens), **env).start(workers=workers)
     service.client.headers["authorization"] = f"Bearer {TOKENS['admin']}"
     service.create_wiki("sec")

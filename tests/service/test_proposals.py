@@ -8,7 +8,6 @@ write on ``pw``; ``tess`` write on ``pw`` only under ``wiki/team/``; ``rob`` rea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ import httpx
 import pytest_asyncio
 
 from tests.gitutil import git_text
+from tests.principals import tokens_toml
 from tests.service.harness import Deployment, create, expect_error
 
 TOKENS = {"root": "tok-root", "pat": "tok-pat", "rita": "tok-rita", "tess": "tok-tess", "rob": "tok-rob"}
@@ -33,15 +33,8 @@ ENTRIES = {
 
 def SETTINGS(root: Path) -> dict[str, Any]:  # the module attribute conftest.py reads
     """A tokens file naming the module's principals."""
-    blocks = []
-    for who, (name, rights, extra) in ENTRIES.items():
-        digest = hashlib.sha256(TOKENS[who].encode()).hexdigest()
-        blocks.append(
-            f'[[principals]]\nname = "{name}"\nemail = "{who}@example.org"\n'
-            f'token_sha256 = "{digest}"\nrights = {rights}\n{extra}\n'
-        )
     tokens = root / "tokens.toml"
-    tokens.write_text("\n".join(blocks))
+    tokens.write_text(tokens_toml(TOKENS, ENTRIES))
     return {"tokens_file": tokens}
 
 

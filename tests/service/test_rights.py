@@ -10,7 +10,6 @@ The module's deployment reads a tokens file (TOML) naming these principals (toke
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 import pytest_asyncio
 
 from tests.gitutil import git_text
+from tests.principals import tokens_toml
 from tests.service.harness import Deployment, create, expect_error
 
 TOKENS = {
@@ -41,22 +41,10 @@ ENTRIES = {
 }
 
 
-def tokens_toml() -> str:
-    """The tokens file of the module's principals (only each token's SHA-256 is stored)."""
-    blocks = []
-    for who, (name, rights, extra) in ENTRIES.items():
-        digest = hashlib.sha256(TOKENS[who].encode()).hexdigest()
-        blocks.append(
-            f'[[principals]]\nname = "{name}"\nemail = "{who}@example.org"\n'
-            f'token_sha256 = "{digest}"\nrights = {rights}\n{extra}\n'
-        )
-    return "\n".join(blocks)
-
-
 def SETTINGS(root: Path) -> dict[str, Any]:  # the module attribute conftest.py reads
     """The deployment reads a tokens file; redelivery is limited to once a minute per job."""
     tokens = root / "tokens.toml"
-    tokens.write_text(tokens_toml())
+    tokens.write_text(tokens_toml(TOKENS, ENTRIES))
     return {"tokens_file": tokens, "redeliver_interval_seconds": 60}
 
 
@@ -316,10 +304,10 @@ async def test_a_tokens_file_that_breaks_or_disappears_fails_closed(
     tokens = Path(str(dep.settings.tokens_file))
     alice = wikis["alice"]
     try:
-        tokens.write_text(tokens_toml() + "\n[[principals]\nbroken = ")
+        tokens.write_text(tokens_toml(TOKENS, ENTRIES) + "\n[[principals]\nbroken = ")
         os.utime(tokens, (1, 1))  # a different mtime even within the same clock tick
         expect_error(await alice.get("/v1/wikis"), 401, "UNAUTHORIZED")
-        tokens.write_text(tokens_toml())
+        tokens.write_text(tokens_toml(TOKENS, ENTRIES))
         assert (await alice.get("/v1/wikis")).status_code == 200
         away = tokens.with_suffix(".away")
         tokens.rename(away)
@@ -327,7 +315,7 @@ async def test_a_tokens_file_that_breaks_or_disappears_fails_closed(
         away.rename(tokens)
         assert (await alice.get("/v1/wikis")).status_code == 200
     finally:
-        tokens.write_text(tokens_toml())
+        tokens.write_text(tokens_toml(TOKENS, ENTRIES))
 
 
 async def test_rate_limit_answers_429_with_retry_after(fresh: Any) -> None:
