@@ -230,3 +230,20 @@ async def test_a_stale_proposal_may_still_be_rejected(
     assert body["state"] == "rejected" and body["decision"]["by"]["name"] == "Pat Proposer"
     assert body["job_id"] == approved["job_id"]  # it still names the landing that found it stale
     expect_error(await who["rita"].post(f"{proposal['url']}/reject"), 409, "PROPOSAL_NOT_OPEN")
+
+
+async def test_a_proposed_selection_lands_the_pages_reviewed(
+    dep: Deployment, who: dict[str, httpx.AsyncClient]
+) -> None:
+    """An each without expected_count (allowed in a check) is proposed, and its approval lands exactly the
+    pages the check picked: the plan guards them, no count needed."""
+    await dep.seed("pw", {f"wiki/sel/p{i}.md": f"# P{i}\n" for i in range(3)})
+    each = {"op": "each", "select": {"prefix": "wiki/sel/"}, "do": "frontmatter", "set": {"tag": "x"}}
+    proposal = await propose(dep, who["pat"], [each])
+    assert proposal["state"] == "open", proposal
+    picked = [e["path"] for e in proposal["revisions"][0]["result"]["applied"]]
+    assert picked == [f"wiki/sel/p{i}.md" for i in range(3)]
+    approved = (await who["rita"].post(f"{proposal['url']}/approve")).json()
+    assert (await dep.wait(approved["job_id"]))["status"] == "succeeded"
+    for path in picked:
+        assert (await dep.page("pw", path))["content"].startswith("---\ntag: x\n---\n")
