@@ -209,15 +209,15 @@ async def test_search_cursor_walks_every_hit_once(reads: Reads) -> None:
     """next_cursor pages through the hits; the last page has none."""
     seen, cursor = [], None
     while True:
-        answer = await reads.search(CALLER, "w", "redis", limit=2, cursor=cursor)
+        answer = await reads.find(CALLER, "w", "redis", limit=2, cursor=cursor)
         seen += [(m.path, m.line, m.version) for m in answer.matches]
         cursor = answer.next_cursor
         if cursor is None:
             break
-    everything = await reads.search(CALLER, "w", "redis", limit=100)
+    everything = await reads.find(CALLER, "w", "redis", limit=100)
     assert seen == [(m.path, m.line, m.version) for m in everything.matches]
     with pytest.raises(BatchRejected):
-        await reads.search(CALLER, "w", "redis", cursor="not a cursor!")
+        await reads.find(CALLER, "w", "redis", cursor="not a cursor!")
 
 
 async def test_backlinks_outside_code_with_lines(reads: Reads) -> None:

@@ -29,7 +29,7 @@ from worker.engine.inplace import check_section_versions, section_guard
 from worker.engine.markdown import Link, outline
 from worker.engine.markdown.anchors import named_section
 from worker.engine.markdown.rewrite import Aim, repoint_links, shortest_wikilink
-from worker.engine.markdown.sections import extract
+from worker.engine.markdown.sections import extract, locate
 from worker.engine.relink import rewrite_everywhere
 from worker.engine.state import BatchState
 from worker.errors import BatchRejected
@@ -56,14 +56,8 @@ def extract_section(work: BatchState, index: int, edit: ExtractSection) -> None:
             )
         link = f"[[{spelling}]]"
     with section_guard(work, edit, text, index):
-        cut = extract(
-            text,
-            edit.heading,
-            edit.title,
-            link,
-            index=index,
-            expected_section_version=edit.expected_section_version,
-        )
+        at = locate(text, edit.heading, index=index, expected_section_version=edit.expected_section_version)
+        cut = extract(at, edit.title, link)
     sections = outline(text)
     moved = set(cut.moved)
 

@@ -25,6 +25,7 @@ from worker.engine.markdown import (
     append_section,
     find_section,
     insert_section_after,
+    locate,
     remove_section,
     rename_section,
     replace_section,
@@ -130,26 +131,14 @@ def section_guard(
 
 def _section_op(text: str, index: int, edit: SectionEdit) -> str:
     """The page ``text`` after the section op ``edit``, its section guard checked."""
-    guard = edit.expected_section_version
+    at = locate(text, edit.heading, index=index, expected_section_version=edit.expected_section_version)
     if isinstance(edit, ReplaceSection):
-        new = replace_section(text, edit.heading, edit.content, index=index, expected_section_version=guard)
-    elif isinstance(edit, AppendSection):
-        new = append_section(text, edit.heading, edit.content, index=index, expected_section_version=guard)
-    elif isinstance(edit, InsertSectionAfter):
-        new = insert_section_after(
-            text,
-            edit.heading,
-            edit.new_heading,
-            edit.level,
-            edit.content,
-            index=index,
-            expected_section_version=guard,
-        )
-    elif isinstance(edit, RemoveSection):
-        new = remove_section(text, edit.heading, index=index, expected_section_version=guard)
-    else:
-        assert isinstance(edit, RenameSection)
-        new = rename_section(
-            text, edit.heading, edit.new_heading, index=index, expected_section_version=guard
-        )
-    return new
+        return replace_section(at, edit.content)
+    if isinstance(edit, AppendSection):
+        return append_section(at, edit.content)
+    if isinstance(edit, InsertSectionAfter):
+        return insert_section_after(at, edit.new_heading, edit.level, edit.content)
+    if isinstance(edit, RemoveSection):
+        return remove_section(at)
+    assert isinstance(edit, RenameSection)
+    return rename_section(at, edit.new_heading)

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import pygit2
@@ -143,13 +143,8 @@ class LinkCheck:
     ambiguous_after: int
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON form."""
-        return {
-            "pages": self.pages,
-            "broken_before": self.broken_before,
-            "broken_after": self.broken_after,
-            "ambiguous_after": self.ambiguous_after,
-        }
+        """The JSON form: its fields, by name."""
+        return asdict(self)
 
 
 @dataclass

@@ -360,10 +360,9 @@ class PackCache:
     def get(self, base: str) -> Pack | None:
         """The pack at ``base`` (``.idx``/``.pack``), opened now if not cached; None when it cannot be."""
         with self._lock:
-            found = self.packs.get(base)
-            if found is not None:
-                self.packs.move_to_end(base)
-                return found
+            found = self._recent(base)
+        if found is not None:
+            return found
         try:
             pack = Pack.open(base + ".idx", base + ".pack")
         except (OSError, ValueError):
@@ -400,9 +399,8 @@ class PackCache:
     def put(self, base: str, pack: Pack) -> Pack:
         """Keep ``pack`` as the pack at ``base`` (a pack already cached there wins); the cached pack."""
         with self._lock:
-            found = self.packs.get(base)
+            found = self._recent(base)
             if found is not None:
-                self.packs.move_to_end(base)
                 return found
             self.packs[base] = pack
             self.memory += pack.memory
@@ -412,6 +410,13 @@ class PackCache:
                 self.memory -= dropped.memory
                 self.mapped -= dropped.mapped
             return pack
+
+    def _recent(self, base: str) -> Pack | None:
+        """The pack cached at ``base``, now the most recently used (the lock held), or None."""
+        found = self.packs.get(base)
+        if found is not None:
+            self.packs.move_to_end(base)
+        return found
 
     def forget(self, base: str) -> None:
         """Drop the pack at ``base`` and what is known of it (it was deleted)."""

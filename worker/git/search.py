@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import bisect
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
 from typing import IO, Any, NamedTuple, Protocol
 
 from worker.engine.budget import Budget, current
@@ -98,10 +99,8 @@ def search(
     ``(path, line)`` ``after``; in path then line order (see the module docstring)."""
     if limit <= 0:
         return []
-    mode = Mode(case_sensitive, outside_code, multiline)
-    if regex:
-        return _regex(repo, commit, query, mode, prefix, limit, after, max_file_bytes)
-    return _literal(repo, commit, query, mode, prefix, limit, after, max_file_bytes)
+    ask = _Ask(query, Mode(case_sensitive, outside_code, multiline), prefix, limit, after, max_file_bytes)
+    return _regex(repo, commit, ask) if regex else _literal(repo, commit, ask)
 
 
 class Mode(NamedTuple):
@@ -110,6 +109,17 @@ class Mode(NamedTuple):
     case_sensitive: bool = False
     outside_code: bool = False
     multiline: bool = False
+
+
+class _Ask(NamedTuple):
+    """One search as its helpers read it: what ``search`` was given, ``limit`` hits at most."""
+
+    query: str
+    mode: Mode
+    prefix: str
+    limit: int
+    after: tuple[str, int] | None
+    max_file_bytes: int
 
 
 def count_matches(
@@ -142,11 +152,8 @@ def count_matches(
     files = [(path, oid) for path, oid in files if changeable(path)]
     spend = current()
     found: list[tuple[str, int]] = []
-    blobs = iter_blobs(repo.path, [oid for _, oid in files], max_file_bytes)
-    try:
-        for (path, _), data in zip(files, blobs, strict=False):
-            if data is None:
-                continue
+    with closing(_pages(repo, files, max_file_bytes)) as pages:
+        for path, _, data in pages:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
@@ -161,9 +168,27 @@ def count_matches(
                 count = count_and_replace(text, new=query, old=query, where=where)[1]
             if count:
                 found.append((path, count))
+    return found
+
+
+def _pages(
+    repo: ObjectReader, files: list[tuple[str, str]], max_file_bytes: int
+) -> Generator[tuple[str, str, bytes], None, None]:
+    """``(path, blob id, bytes)`` of each of ``files`` (``(path, blob id)``) in turn, but those over
+    ``max_file_bytes`` or missing, streamed from one ``git cat-file --batch`` that stops when the iteration
+    ends or is closed."""
+    blobs = iter_blobs(repo.path, [oid for _, oid in files], max_file_bytes)
+    try:
+        for (path, oid), data in zip(files, blobs, strict=False):
+            if data is not None:
+                yield path, oid, data
     finally:
         blobs.close()
-    return found
+
+
+def _binary(data: bytes) -> bool:
+    """True for a file git takes for binary (and never searches)."""
+    return b"\x00" in data[:BINARY_PROBE]
 
 
 def _after(hit: tuple[str, int], after: tuple[str, int] | None) -> bool:
@@ -176,26 +201,18 @@ def _pathspec(prefix: str) -> list[str]:
     return [f":(literal){folder}"] if folder else []
 
 
-def _literal(
-    repo: Searchable,
-    commit: str,
-    query: str,
-    mode: Mode,
-    prefix: str,
-    limit: int,
-    after: tuple[str, int] | None,
-    max_file_bytes: int,
-) -> list[SearchHit]:
+def _literal(repo: Searchable, commit: str, ask: _Ask) -> list[SearchHit]:
     """Literal hits: from the pages the text index names when it can (``worker.git.textindex``), else by
     grepping every page (with ``outside_code``: from the pages ``git grep -l`` names)."""
+    query, prefix, after = ask.query, ask.prefix, ask.after
     start = after[0] if after else ""
-    if mode.outside_code:
+    if ask.mode.outside_code:
         candidates: list[str] | None = [path for path, _ in _mentioning(repo, commit, query, prefix, start)]
     else:
         candidates = repo.text_index().candidates(commit, query, prefix, start)
     if candidates is not None:
-        return _scan(repo, commit, candidates, query, mode, limit, after, max_file_bytes)
-    return _grep(repo, commit, query, mode.case_sensitive, prefix, limit, after)
+        return _scan(repo, commit, candidates, ask)
+    return _grep(repo, commit, query, ask.mode.case_sensitive, prefix, ask.limit, after)
 
 
 def _mentioning(repo: Searchable, commit: str, query: str, prefix: str, start: str) -> list[tuple[str, str]]:
@@ -212,37 +229,26 @@ def _mentioning(repo: Searchable, commit: str, query: str, prefix: str, start: s
     return [(path, oid) for path in kept if (oid := snapshot.version(path)) is not None]
 
 
-def _scan(
-    repo: Searchable,
-    commit: str,
-    paths: list[str],
-    query: str,
-    mode: Mode,
-    limit: int,
-    after: tuple[str, int] | None,
-    max_file_bytes: int,
-) -> list[SearchHit]:
-    """The lines of ``paths`` (in order) holding ``query``, as ``git grep -F`` would report them (with
+def _scan(repo: Searchable, commit: str, paths: list[str], ask: _Ask) -> list[SearchHit]:
+    """The lines of ``paths`` (in order) holding the query, as ``git grep -F`` would report them (with
     ``outside_code``, only those holding it in prose)."""
     snapshot = repo.snapshot(commit)
     spend = current()
     present = [(path, oid) for path in paths if (oid := snapshot.version(path)) is not None]
+    query, mode = ask.query, ask.mode
     hits: list[SearchHit] = []
-    blobs = iter_blobs(repo.path, [oid for _, oid in present], max_file_bytes)
-    try:
-        for (path, oid), data in zip(present, blobs, strict=False):
-            if data is None or b"\x00" in data[:BINARY_PROBE]:
+    with closing(_pages(repo, present, ask.max_file_bytes)) as pages:
+        for path, oid, data in pages:
+            if _binary(data):
                 continue
             spend.scan(len(data), "the search")
             lines = _prose_lines(data, query, mode) if mode.outside_code else _lines(data, query, mode)
             for number, text, column in lines:
-                if not _after((path, number), after):
+                if not _after((path, number), ask.after):
                     continue
                 hits.append(SearchHit(path, number, text, oid, column))
-                if len(hits) >= limit:
+                if len(hits) >= ask.limit:
                     return hits
-    finally:
-        blobs.close()
     return hits
 
 
@@ -354,35 +360,25 @@ def _grep_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, int, int, bytes, int
         yield path, int(number), at - keep_from, b"".join(kept), size
 
 
-def _regex(
-    repo: ObjectReader,
-    commit: str,
-    query: str,
-    mode: Mode,
-    prefix: str,
-    limit: int,
-    after: tuple[str, int] | None,
-    max_file_bytes: int,
-) -> list[SearchHit]:
+def _regex(repo: ObjectReader, commit: str, ask: _Ask) -> list[SearchHit]:
+    """Pattern hits: every page under the prefix from the cursor's on, read in process."""
+    mode, after = ask.mode, ask.after
     flags = "(?m)" if mode.case_sensitive else "(?mi)"
-    pattern = compile_pattern(flags + query)
-    files = [(path, oid) for path, oid in blobs_under(repo, repo.tree_of(commit), prefix)]
+    pattern = compile_pattern(flags + ask.query)
+    files = [(path, oid) for path, oid in blobs_under(repo, repo.tree_of(commit), ask.prefix)]
     if after is not None:
         files = [(path, oid) for path, oid in files if path >= after[0]]
     spend = current()
     hits: list[SearchHit] = []
-    blobs = iter_blobs(repo.path, [oid for _, oid in files], max_file_bytes)
-    try:
-        for (path, oid), data in zip(files, blobs, strict=False):
-            if data is None or b"\x00" in data[:BINARY_PROBE]:
+    with closing(_pages(repo, files, ask.max_file_bytes)) as pages:
+        for path, oid, data in pages:
+            if _binary(data):
                 continue
             for hit in _page_hits(pattern, path, oid, data, spend, mode.multiline, mode.outside_code):
                 if _after((hit.path, hit.line), after):
                     hits.append(hit)
-                    if len(hits) >= limit:
+                    if len(hits) >= ask.limit:
                         return hits
-    finally:
-        blobs.close()
     return hits
 
 

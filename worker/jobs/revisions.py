@@ -41,7 +41,15 @@ from worker import keys
 from worker.engine import Plan
 from worker.errors import Fenced, WikiqError
 from worker.git import Identity, WikiRepo
-from worker.git.remote import Accepted, Moved, Remote, RemoteNotFound, compare_url, push_branch
+from worker.git.remote import (
+    Accepted,
+    Moved,
+    PushResult,
+    Remote,
+    RemoteNotFound,
+    compare_url,
+    push_branch,
+)
 from worker.git.revisions import delete_revision, revision_ref, set_revision, write_revision
 from worker.jobs.clock import now_ms
 from worker.jobs.leases import Lease
@@ -244,38 +252,10 @@ async def _push(resources: Resources, cache: Path, remote: Remote, note: Note) -
     if note.pushed == FOREIGN:
         return False
     expected = None if note.pushed == NONE else note.pushed
-    try:
-        result = await asyncio.to_thread(
-            push_branch,
-            cache,
-            remote,
-            f"refs/heads/{note.branch}",
-            note.commit,
-            expected,
-            timeout=BRANCH_TIMEOUT,
-        )
-    except WikiqError as exc:
-        log.warning(
-            "proposal %s: branch %s not pushed to remote %s (%s)",
-            note.proposal,
-            note.branch,
-            remote.name,
-            exc.message,
-        )
+    result = await _set_branch(resources, cache, remote, note, note.commit, expected)
+    if result is None:
         return None
-    resources.last_push[remote.name] = time.monotonic()
-    if isinstance(result, Accepted):
-        pushed = note.commit
-    else:
-        pushed = FOREIGN
-        why = "someone else pushed to it" if isinstance(result, Moved) else f"refused: {result.reason}"
-        log.warning(
-            "proposal %s: branch %s of remote %s left alone (%s)",
-            note.proposal,
-            note.branch,
-            remote.name,
-            why,
-        )
+    pushed = note.commit if isinstance(result, Accepted) else FOREIGN
     await _swap_note(resources, note, note.pushing(pushed).value)
     return pushed != FOREIGN
 
@@ -350,27 +330,39 @@ async def _delete_branch(resources: Resources, note: Note) -> bool:
         )
         return True
     repo = await resources.wikis.cache(note.wiki, entry)
-    ref = f"refs/heads/{note.branch}"
+    return await _set_branch(resources, repo.path, remote, note, None, note.pushed) is not None
+
+
+async def _set_branch(
+    resources: Resources, cache: Path, remote: Remote, note: Note, commit: str | None, expected: str | None
+) -> PushResult | None:
+    """Push ``commit`` to ``note``'s branch (None: delete it) while the branch holds ``expected`` (None:
+    absent), noted as the remote's last push (``Resources.last_push``): the remote's answer, logged at
+    warning level unless ``Accepted``; None, logged, when the remote could not be reached."""
+    pushing = commit is not None
     try:
         result = await asyncio.to_thread(
-            push_branch, repo.path, remote, ref, None, note.pushed, timeout=BRANCH_TIMEOUT
+            push_branch, cache, remote, f"refs/heads/{note.branch}", commit, expected, timeout=BRANCH_TIMEOUT
         )
     except WikiqError as exc:
+        doing = "pushed to" if pushing else "deleted from"
         log.warning(
-            "proposal %s: branch %s not deleted from remote %s (%s)",
+            "proposal %s: branch %s not %s remote %s (%s)",
             note.proposal,
             note.branch,
+            doing,
             remote.name,
             exc.message,
         )
-        return False
+        return None
     resources.last_push[remote.name] = time.monotonic()
     if not isinstance(result, Accepted):
         why = "someone else pushed to it" if isinstance(result, Moved) else f"refused: {result.reason}"
+        left = "left alone" if pushing else "left"
         log.warning(
-            "proposal %s: branch %s of remote %s left (%s)", note.proposal, note.branch, remote.name, why
+            "proposal %s: branch %s of remote %s %s (%s)", note.proposal, note.branch, remote.name, left, why
         )
-    return True
+    return result
 
 
 async def _retry(resources: Resources, note: Note) -> None:

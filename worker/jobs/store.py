@@ -206,43 +206,51 @@ class JobStore:
             changed = change(JobRecord.model_validate_json(raw))
             if changed is None:
                 return current, raw
-            body, ttl, release = self._changed(current, changed)
-            channel = keys.EVENTS if changed.status in FINISHED else ""
-            table, total = keys.queued(changed.submitter)
             epoch_key, epoch = fence_of(lease, current.partition)
-            ledger, retained_jobs, retained_total = keys.retained(changed.submitter)
-            retained, note = self.retaining(changed, body.encode())
             # compare-and-set against the exact bytes read: two round trips instead of WATCH/GET/EXEC's three
             call = SwapRecord(
-                record=key,
-                queued_table=table,
-                queued_total=total,
+                **self._change(current, changed, raw),
                 epoch_key=epoch_key,
                 outbox=keys.outbox(current.partition),
-                ledger=ledger,
-                retained_jobs=retained_jobs,
-                retained_total=retained_total,
-                expected=raw,
-                body=body,
-                channel=channel,
-                job_id=job_id,
-                ttl=ttl,
-                release=release,
+                channel=keys.EVENTS if changed.status in FINISHED else "",
                 epoch=epoch,
-                hook_round=hand_over_round(current, changed),
                 outbox_cap=OUTBOX_CAP,
-                retained=retained,
-                retained_meta=note,
-                submitted_ms=changed.submitted_ms,
                 **self._retain_args(),
             )
             stored = await SWAP.run(self.redis, call)
             if stored == REFUSED:
                 raise Fenced(f"job {job_id}: a run of an older lease epoch than {epoch_key}'s; not stored")
             if stored:
-                if release and changed.dry_run:
-                    await self.keep([(changed, len(body))])
-                return changed, body.encode()
+                if call.release and changed.dry_run:
+                    await self.keep([(changed, len(call.body))])
+                return changed, call.body.encode()
+
+    def _change(self, before: JobRecord, after: JobRecord, expected: bytes) -> dict[str, Any]:
+        """The fields a record's change sets in either script that stores it (``SwapRecord``, a
+        ``FinishItem``): the record holding exactly ``expected`` (``before``, parsed) becomes ``after``,
+        as ``_changed`` stores it, handing over the webhook round ``hand_over_round`` says and counting in
+        its submitter's retained bytes what ``retaining`` says."""
+        body, ttl, release = self._changed(before, after)
+        table, total = keys.queued(after.submitter)
+        ledger, retained_jobs, retained_total = keys.retained(after.submitter)
+        retained, note = self.retaining(after, body.encode())
+        return {
+            "record": keys.job(after.job_id),
+            "queued_table": table,
+            "queued_total": total,
+            "ledger": ledger,
+            "retained_jobs": retained_jobs,
+            "retained_total": retained_total,
+            "job_id": after.job_id,
+            "expected": expected,
+            "body": body,
+            "ttl": ttl,
+            "release": release,
+            "hook_round": hand_over_round(before, after),
+            "retained": retained,
+            "retained_meta": note,
+            "submitted_ms": after.submitted_ms,
+        }
 
     def _changed(self, current: JobRecord, changed: JobRecord) -> tuple[str, str, str]:
         """The bytes to store for ``current`` becoming ``changed``, its new ttl ('' = keep) and the queued
@@ -300,36 +308,16 @@ class JobStore:
             **self._retain_args(),
         )
         for item in items:
-            record = item.record
-            table, total = keys.queued(record.submitter)
-            entry, _, in_progress, retry = job_keys(record.job_id)
-            body, ttl, release = self._changed(item.before, record)
-            item.body = body.encode()
-            ledger, retained_jobs, retained_total = keys.retained(record.submitter)
-            retained, note = self.retaining(record, item.body)
-            call.jobs.append(
-                FinishItem(
-                    record=keys.job(record.job_id),
-                    queued_table=table,
-                    queued_total=total,
-                    arq_entry=entry,
-                    arq_retry=retry,
-                    arq_in_progress=in_progress,
-                    ledger=ledger,
-                    retained_jobs=retained_jobs,
-                    retained_total=retained_total,
-                    job_id=record.job_id,
-                    expected=item.stored,
-                    body=body,
-                    ttl=ttl,
-                    release=release,
-                    dequeue="1" if item.dequeue else "",
-                    hook_round=hand_over_round(item.before, record),
-                    retained=retained,
-                    retained_meta=note,
-                    submitted_ms=record.submitted_ms,
-                )
+            entry, _, in_progress, retry = job_keys(item.record.job_id)
+            finish = FinishItem(
+                **self._change(item.before, item.record, item.stored),
+                arq_entry=entry,
+                arq_retry=retry,
+                arq_in_progress=in_progress,
+                dequeue="1" if item.dequeue else "",
             )
+            item.body = finish.body.encode()
+            call.jobs.append(finish)
         reply = await FINISH_MANY.run(self.redis, call)
         if reply == REFUSED:
             raise Fenced(f"a run of an older lease epoch than {epoch_key}'s; nothing finished")

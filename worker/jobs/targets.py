@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from worker import faults
-from worker.engine import Plan
 from worker.engine.paths import ZonePolicy
 from worker.errors import RefLocked, RefMoved, WikiqError
-from worker.git import STALE_LOCK_SECONDS, Identity, WikiRepo
+from worker.git import STALE_LOCK_SECONDS, WikiRepo
 from worker.git.policy import policy_for
 from worker.git.refs import break_stale_locks, read_ref
 from worker.git.remote import (
@@ -100,27 +99,6 @@ class Landed:
     commits: int
 
 
-class Draft(Protocol):
-    """Consecutive commits being built on a target: ``base`` is the branch head the round began on,
-    ``head`` the last commit built (``base`` when none)."""
-
-    base: str | None
-    head: str | None
-    commits: list[str]
-
-    def add(
-        self,
-        plan: Plan,
-        message: str,
-        author: Identity,
-        *,
-        job_id: str | None = None,
-        proof_key: bytes | None = None,
-    ) -> str:
-        """Build ``plan`` as a commit on ``head``; its id."""
-        ...
-
-
 class Target(Protocol):
     """A wiki's branch as the pipeline lands groups on it (see the module)."""
 
@@ -149,11 +127,13 @@ class Target(Protocol):
         """Make ``repo`` and ``policy`` ready for a round (the first may clone)."""
         ...
 
-    def draft(self, epoch: int | None, fresh: bool) -> AbstractContextManager[Draft]:
-        """A new draft on the branch's head (``fresh``: read the head as it is, never a guess)."""
+    def draft(self, epoch: int | None, fresh: bool) -> AbstractContextManager[CommitGroup]:
+        """A new draft on the branch's head (``fresh``: read the head as it is, never a guess): a
+        ``CommitGroup`` whose ``base`` is that head and ``head`` the last commit built (``base`` when
+        none)."""
         ...
 
-    def land(self, draft: Draft, epoch: int | None) -> Landed:
+    def land(self, draft: CommitGroup, epoch: int | None) -> Landed:
         """Put the draft's commits on the branch, all or none (raises what ``setback`` reads)."""
         ...
 
@@ -213,11 +193,10 @@ class LocalTarget:
     async def open(self) -> None:
         return None
 
-    def draft(self, epoch: int | None, fresh: bool) -> AbstractContextManager[Draft]:
+    def draft(self, epoch: int | None, fresh: bool) -> AbstractContextManager[CommitGroup]:
         return self.repo.group()
 
-    def land(self, draft: Draft, epoch: int | None) -> Landed:
-        assert isinstance(draft, CommitGroup)
+    def land(self, draft: CommitGroup, epoch: int | None) -> Landed:
         draft.land(epoch)
         return Landed(draft.head, len(draft.commits))
 
@@ -323,7 +302,7 @@ class RemoteTarget:
         self.policy = policy_for(self.repo.path)
 
     @contextlib.contextmanager
-    def draft(self, epoch: int | None, fresh: bool) -> Iterator[Draft]:
+    def draft(self, epoch: int | None, fresh: bool) -> Iterator[CommitGroup]:
         break_stale_locks(self.repo.path, epoch)  # a writer killed during a fetch or push leaves locks
         known = None if fresh else read_ref(self.repo.path, tracking_ref(self.remote))
         tip = known if known is not None else fetch(self.repo.path, self.remote)
@@ -332,12 +311,12 @@ class RemoteTarget:
         with self.repo.group_on(tip) as group:
             yield group
 
-    def land(self, draft: Draft, epoch: int | None) -> Landed:
+    def land(self, draft: CommitGroup, epoch: int | None) -> Landed:
         if not draft.commits:
             if self.guessed:
                 raise _Unsure  # nothing pushed confirmed the head we built on: decide on the real one
             return Landed(draft.base, 0)
-        assert isinstance(draft, CommitGroup) and draft.head is not None
+        assert draft.head is not None
         draft.write()  # git pushes from the cache: every commit durable there first, as one pack
         faults.point("publish.after_commit")
         faults.soon("publish.during_push")

@@ -31,7 +31,7 @@ from worker.engine.paths import ZonePolicy, path_problem
 from worker.engine.state import check_zone
 from worker.errors import AccessDenied, BatchRejected, QueryTooCostly, WikiExists, WikiqError
 from worker.git import WIKI_ID, GitStore, WikiRepo
-from worker.git.search import count_matches, search
+from worker.git.search import SearchHit, count_matches, search
 from worker.git.snapshot import Snapshot
 from worker.jobs.clock import iso
 from worker.jobs.registry import WikiEntry
@@ -340,51 +340,49 @@ class Reads:
         outside_code: bool = False,
         multiline: bool = False,
     ) -> MatchList:
-        """The search the API and the MCP tools answer: ``count`` (matches per page, by replace_across's
-        rule, which ``case_sensitive`` and ``multiline`` do not change) when ``count``, else ``search``."""
-        if count:
-            return await self.count(
-                caller, wiki, q, limit, regex=regex, prefix=prefix, cursor=cursor, outside_code=outside_code
-            )
-        return await self.search(
-            caller,
-            wiki,
-            q,
-            limit,
-            regex=regex,
-            prefix=prefix,
-            case_sensitive=case_sensitive,
-            cursor=cursor,
-            outside_code=outside_code,
-            multiline=multiline,
-        )
+        """The search the API and the MCP tools answer: lines at the head holding ``q`` (literal) or where
+        a match of it starts (``regex``: RE2, with ``^``/``$`` at line ends, a match within one line unless
+        ``multiline``), ASCII case ignored unless ``case_sensitive``, only in prose with ``outside_code``
+        (never in code blocks, code spans, HTML blocks or front matter), in files under ``prefix``: each
+        with its path, 1-based number and the page's version, in path then line order, ``limit`` at a time
+        after ``cursor`` (``next_cursor`` when there are more).
 
-    async def search(
-        self,
-        caller: Principal,
-        wiki: str,
-        q: str,
-        limit: int = 100,
-        *,
-        regex: bool = False,
-        prefix: str = "",
-        case_sensitive: bool = False,
-        cursor: str | None = None,
-        outside_code: bool = False,
-        multiline: bool = False,
-    ) -> MatchList:
-        """Lines at the head holding ``q`` (literal) or where a match of it starts (``regex``: RE2, with
-        ``^``/``$`` at line ends, a match within one line unless ``multiline``), ASCII case ignored unless
-        ``case_sensitive``, only in prose with ``outside_code`` (never in code blocks, code spans, HTML
-        blocks or front matter), in files under ``prefix``: each with its path, 1-based number and the
-        page's version, in path then line order, ``limit`` at a time after ``cursor`` (``next_cursor`` when
-        there are more)."""
+        With ``count``, how many matches of ``q`` each page at the head holds instead, counted as
+        ``replace_across`` with ``old=q`` (``pattern=q`` with ``regex``), ``prefix`` and ``outside_code``
+        would replace them (``worker.git.search.count_matches``: case-sensitive, over the whole page, only
+        where its zone lets it change a page; ``case_sensitive`` and ``multiline`` change nothing):
+        ``pages`` (``limit`` at a time after ``cursor``, in path order, ``next_cursor`` when there are
+        more), ``total`` over every page, and no ``matches``. ``total`` is the ``expected_count`` such an
+        edit takes. ``outside_code`` with ``regex`` is ``INVALID_BATCH`` (``replace_across`` takes it with
+        ``old`` only)."""
         _one_line(q)
         after = decode_search_cursor(cursor)
         at = await self.at(caller, wiki)
         repo, head = at.repo, at.commit
+        max_file_bytes = self.settings.max_file_bytes
+        if count:
+            policy = (await self.wikis.target(wiki)).policy
 
-        def run() -> MatchList:
+            def counted() -> MatchList:
+                found = (
+                    []
+                    if head is None
+                    else count_matches(
+                        repo,
+                        head,
+                        q,
+                        regex=regex,
+                        prefix=prefix,
+                        outside_code=outside_code,
+                        changeable=_changeable(policy),
+                        max_file_bytes=max_file_bytes,
+                    )
+                )
+                return _page_counts(found, limit, after[0] if after else "")
+
+            return await in_thread(counted, self.settings.costs)
+
+        def searched() -> MatchList:
             if head is None:
                 return MatchList(matches=[])
             hits = search(
@@ -396,76 +394,43 @@ class Reads:
                 prefix=prefix,
                 limit=limit + 1,
                 after=after,
-                max_file_bytes=self.settings.max_file_bytes,
+                max_file_bytes=max_file_bytes,
                 outside_code=outside_code,
                 multiline=multiline,
             )
-            matches = []
-            for hit in hits[:limit]:
-                shown, cut = cut_line(hit.text, hit.column)
-                match = Match(path=hit.path, line=hit.line, text=shown, version=hit.version)
-                if cut:
-                    match.truncated = True  # type: ignore[attr-defined]  # extra field, only when cut
-                matches.append(match)
-            more = len(hits) > limit
-            last = hits[limit - 1] if more else None
-            return MatchList(
-                matches=matches, next_cursor=encode_search_cursor(last.path, last.line) if last else None
-            )
+            return _matches(hits, limit)
 
-        return await in_thread(run, self.settings.costs)
+        return await in_thread(searched, self.settings.costs)
 
-    async def count(
-        self,
-        caller: Principal,
-        wiki: str,
-        q: str,
-        limit: int = 100,
-        *,
-        regex: bool = False,
-        prefix: str = "",
-        cursor: str | None = None,
-        outside_code: bool = False,
-    ) -> MatchList:
-        """How many matches of ``q`` each page at the head holds, counted as ``replace_across`` with
-        ``old=q`` (``pattern=q`` with ``regex``), ``prefix`` and ``outside_code`` would replace them
-        (``worker.git.search.count_matches``: case-sensitive, over the whole page, only where its zone lets
-        it change a page): ``pages`` (``limit`` at a time after ``cursor``, in path order, ``next_cursor``
-        when there are more), ``total`` over every page, and no ``matches``. ``total`` is the
-        ``expected_count`` such an edit takes. ``outside_code`` with ``regex`` is ``INVALID_BATCH``
-        (``replace_across`` takes it with ``old`` only)."""
-        _one_line(q)
-        resume = decode_search_cursor(cursor)
-        after = resume[0] if resume else ""
-        at = await self.at(caller, wiki)
-        repo, head = at.repo, at.commit
-        policy = (await self.wikis.target(wiki)).policy
 
-        def run() -> MatchList:
-            found = (
-                []
-                if head is None
-                else count_matches(
-                    repo,
-                    head,
-                    q,
-                    regex=regex,
-                    prefix=prefix,
-                    outside_code=outside_code,
-                    changeable=_changeable(policy),
-                    max_file_bytes=self.settings.max_file_bytes,
-                )
-            )
-            rest = [(path, count) for path, count in found if path > after]
-            shown = rest[:limit]
-            return MatchList(
-                matches=[],
-                pages=[PageCount(path=path, count=count) for path, count in shown],
-                total=sum(count for _, count in found),
-                next_cursor=encode_search_cursor(shown[-1][0], 0) if len(rest) > limit else None,
-            )
+def _matches(hits: list[SearchHit], limit: int) -> MatchList:
+    """The answer of a search that asked for ``limit + 1`` hits: the first ``limit``, each line cut around
+    its match, and the cursor after the last when there are more."""
+    matches = []
+    for hit in hits[:limit]:
+        shown, cut = cut_line(hit.text, hit.column)
+        match = Match(path=hit.path, line=hit.line, text=shown, version=hit.version)
+        if cut:
+            match.truncated = True  # type: ignore[attr-defined]  # extra field, only when cut
+        matches.append(match)
+    more = len(hits) > limit
+    last = hits[limit - 1] if more else None
+    return MatchList(
+        matches=matches, next_cursor=encode_search_cursor(last.path, last.line) if last else None
+    )
 
-        return await in_thread(run, self.settings.costs)
+
+def _page_counts(found: list[tuple[str, int]], limit: int, after: str) -> MatchList:
+    """The answer of a count: the first ``limit`` pages of ``found`` after the path ``after``, the total of
+    them all, and the cursor after the last page shown when there are more."""
+    rest = [(path, count) for path, count in found if path > after]
+    shown = rest[:limit]
+    return MatchList(
+        matches=[],
+        pages=[PageCount(path=path, count=count) for path, count in shown],
+        total=sum(count for _, count in found),
+        next_cursor=encode_search_cursor(shown[-1][0], 0) if len(rest) > limit else None,
+    )
 
 
 def view(repo: WikiRepo, commit: str | None) -> Snapshot:

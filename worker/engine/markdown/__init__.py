@@ -31,11 +31,13 @@ from worker.engine.markdown.links import (
 from worker.engine.markdown.patterns import compile_pattern, count_and_replace
 from worker.engine.markdown.rewrite import may_rewrite, rewrite_links
 from worker.engine.markdown.sections import (
+    Located,
     Section,
     append_section,
     blob_id,
     find_section,
     insert_section_after,
+    locate,
     outline,
     remove_section,
     rename_section,
@@ -47,6 +49,7 @@ __all__ = [
     "BrokenLink",
     "FileIndex",
     "Link",
+    "Located",
     "Resolution",
     "Section",
     "TooLarge",
@@ -59,6 +62,7 @@ __all__ = [
     "find_links",
     "find_section",
     "insert_section_after",
+    "locate",
     "may_rewrite",
     "outline",
     "read_frontmatter",

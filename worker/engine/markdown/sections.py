@@ -24,8 +24,9 @@ with `` [n]`` when two sections have the same full path).
 The ops return the page's new text; every byte outside the lines they change is kept. Line breaks they
 add (after a heading at the end of the page, after content that does not end with one) copy the page's
 own line ending (that of the addressed heading line, else the page's first, else ``\\n``); ``content``
-is written as given. Each op takes the failing edit's ``index`` (carried by its errors) and an optional
-``expected_section_version`` (``VERSION_MISMATCH`` when the addressed section's version differs).
+is written as given. Each op edits a section ``locate`` found: ``locate`` takes the failing edit's
+``index`` (carried by every error, the op's too) and an optional ``expected_section_version``
+(``VERSION_MISMATCH`` when the addressed section's version differs).
 """
 
 from __future__ import annotations
@@ -181,9 +182,21 @@ def _not_found(sections: list[Section], heading: str) -> str:
     return f"no heading {heading!r}; the closest are: " + ", ".join(map(repr, close[:3]))
 
 
-def _locate(
-    text: str, heading: str, index: int | None, expected_section_version: str | None
-) -> tuple[Document, Section]:
+@dataclass(frozen=True)
+class Located:
+    """The section an address found in a page (``locate``): the parsed page, the section, and the index
+    of the edit that addressed it (every refusal of an op on it names that edit)."""
+
+    doc: Document
+    section: Section
+    index: int | None = None
+
+
+def locate(
+    text: str, heading: str, *, index: int | None = None, expected_section_version: str | None = None
+) -> Located:
+    """The section ``heading`` addresses in ``text`` (``SECTION_NOT_FOUND``, ``SECTION_AMBIGUOUS``), for an
+    op to edit; ``VERSION_MISMATCH`` when ``expected_section_version`` is given and is not its version."""
     doc = parse(text)
     section = _find(_sections(doc), heading, index)
     if expected_section_version is not None and expected_section_version != section.version:
@@ -193,7 +206,7 @@ def _locate(
             f" now {section.version}); read the page's sections again (?sections=true)",
             index,
         )
-    return doc, section
+    return Located(doc, section, index)
 
 
 def _newline(doc: Document, section: Section) -> str:
@@ -213,17 +226,19 @@ def _is_blank(line: str) -> bool:
     return not line.strip()
 
 
-def replace_section(
-    text: str,
-    heading: str,
-    content: str,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> str:
-    """The page with the addressed section's body (subsections included) replaced by ``content``; the
+def _content_end(doc: Document, section: Section) -> int:
+    """The line where the blank lines that end ``section`` begin (its end when none do); never before its
+    body."""
+    end = section.end
+    while end > section.body_start and _is_blank(doc.lines[end - 1]):
+        end -= 1
+    return end
+
+
+def replace_section(at: Located, content: str) -> str:
+    """The page with the located section's body (subsections included) replaced by ``content``; the
     heading line stays. A line break follows ``content`` when more of the page follows."""
-    doc, section = _locate(text, heading, index, expected_section_version)
+    doc, section = at.doc, at.section
     newline = _newline(doc, section)
     head = doc.span_text(0, section.body_start)
     if content:
@@ -232,48 +247,28 @@ def replace_section(
     return head + body + doc.span_text(section.end, len(doc.lines))
 
 
-def append_section(
-    text: str,
-    heading: str,
-    content: str,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> str:
-    """The page with ``content`` added at the end of the addressed section, after its subsections and
+def append_section(at: Located, content: str) -> str:
+    """The page with ``content`` added at the end of the located section, after its subsections and
     before the blank lines that end it (those stay between it and the next heading). A line break is put
     before ``content`` when the line it follows has none, and after it when more of the page follows."""
-    doc, section = _locate(text, heading, index, expected_section_version)
+    doc, section = at.doc, at.section
     if not content:
-        return text
+        return doc.text
     newline = _newline(doc, section)
-    at = section.end
-    while at > section.body_start and _is_blank(doc.lines[at - 1]):
-        at -= 1
-    before = _ended(doc.span_text(0, at), newline)
-    piece = _ended(content, newline) if at < len(doc.lines) else content
-    return before + piece + doc.span_text(at, len(doc.lines))
+    end = _content_end(doc, section)
+    before = _ended(doc.span_text(0, end), newline)
+    piece = _ended(content, newline) if end < len(doc.lines) else content
+    return before + piece + doc.span_text(end, len(doc.lines))
 
 
-def insert_section_after(
-    text: str,
-    heading: str,
-    new_heading: str,
-    level: int,
-    content: str,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> str:
+def insert_section_after(at: Located, new_heading: str, level: int, content: str) -> str:
     """The page with a new section (``"#" * level + " " + new_heading``, then ``content``) right after the
-    whole addressed section, subsections included. The blank lines that ended the addressed section end
-    the new one too, so the page keeps its spacing."""
-    doc, section = _locate(text, heading, index, expected_section_version)
-    _check_new_heading(new_heading, level, index)
+    whole located section, subsections included. The blank lines that ended the located section end the
+    new one too, so the page keeps its spacing."""
+    doc, section = at.doc, at.section
+    _check_new_heading(new_heading, level, at.index)
     newline = _newline(doc, section)
-    blanks = section.end
-    while blanks > section.body_start and _is_blank(doc.lines[blanks - 1]):
-        blanks -= 1
+    blanks = _content_end(doc, section)
     trailing = "".join(strip_ending(line) + newline for line in doc.lines[blanks : section.end])
     new = "#" * level + " " + new_heading.strip() + newline + content
     if trailing or section.end < len(doc.lines):
@@ -282,29 +277,16 @@ def insert_section_after(
     return before + new + doc.span_text(section.end, len(doc.lines))
 
 
-def remove_section(
-    text: str,
-    heading: str,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> str:
-    """The page without the addressed section: its heading line(s), body and subsections."""
-    doc, section = _locate(text, heading, index, expected_section_version)
+def remove_section(at: Located) -> str:
+    """The page without the located section: its heading line(s), body and subsections."""
+    doc, section = at.doc, at.section
     return doc.span_text(0, section.start) + doc.span_text(section.end, len(doc.lines))
 
 
-def rename_section(
-    text: str,
-    heading: str,
-    new_heading: str,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> str:
-    """The page with the addressed heading's text replaced by ``new_heading``, keeping its level and
-    style (ATX markers and closing sequence, or the setext underline)."""
-    doc, section = _locate(text, heading, index, expected_section_version)
+def rename_section(at: Located, new_heading: str) -> str:
+    """The page with the located heading's text replaced by ``new_heading``, keeping its level and style
+    (ATX markers and closing sequence, or the setext underline)."""
+    doc, section, index = at.doc, at.section, at.index
     _check_single_line(new_heading, index)
     lines = list(doc.lines)
     first = lines[section.start]
@@ -366,29 +348,19 @@ class Extraction:
     link_at: tuple[int, int] | None
 
 
-def extract(
-    text: str,
-    heading: str,
-    title: str | None,
-    link: str | None,
-    *,
-    index: int | None = None,
-    expected_section_version: str | None = None,
-) -> Extraction:
-    """Cut the addressed section out of the page ``text``. The new page is ``# <title>`` (default: the
-    heading's text) then the section's body without its trailing blank lines, each subsection heading
-    (ATX) raised so that its depth below the title is its depth below the section's heading. The rest is
-    the page without the section's lines; with ``link`` (a line's text), that line and the section's
-    trailing blank lines take its place."""
-    doc, section = _locate(text, heading, index, expected_section_version)
+def extract(at: Located, title: str | None, link: str | None) -> Extraction:
+    """Cut the located section out of its page. The new page is ``# <title>`` (default: the heading's
+    text) then the section's body without its trailing blank lines, each subsection heading (ATX) raised
+    so that its depth below the title is its depth below the section's heading. The rest is the page
+    without the section's lines; with ``link`` (a line's text), that line and the section's trailing blank
+    lines take its place."""
+    doc, section = at.doc, at.section
     title = section.text if title is None else title
-    _check_new_heading(title, 1, index)
+    _check_new_heading(title, 1, at.index)
     newline = _newline(doc, section)
     moved = tuple(s for s in _sections(doc) if section.start <= s.start < section.end)
-    at = section.end
-    while at > section.body_start and _is_blank(doc.lines[at - 1]):
-        at -= 1
-    lines = list(doc.lines[section.body_start : at])
+    end = _content_end(doc, section)
+    lines = list(doc.lines[section.body_start : end])
     for sub in moved[1:]:
         if sub.body_start - sub.start == 1 and section.level > 1:
             line = lines[sub.start - section.body_start]
@@ -406,7 +378,7 @@ def extract(
         return Extraction(section, moved, page, head + tail, None)
     head = _ended(head, newline)
     placed = link + newline
-    trailing = doc.span_text(at, section.end)
+    trailing = doc.span_text(end, section.end)
     rest = head + placed + trailing + tail
     return Extraction(section, moved, page, rest, (len(head), len(head) + len(placed)))
 

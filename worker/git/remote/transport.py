@@ -107,33 +107,10 @@ def push_cas(
         if not built_on_expected:  # the caller may vouch for it: it wrote ``commit`` on ``expected``
             _check_descends(cache, commit, expected)
     started = time.monotonic()
-    args = [
-        "push",
-        "--porcelain",
-        "--no-verify",
-        f"--force-with-lease={remote.ref}:{expected or ''}",
-        remote.url,
-        f"{commit}:{remote.ref}",
-    ]
-    command = prepare(cache, remote, args)
-    finished = run(command, remote, "push", timeout)
-    status = status_of(finished.stdout, remote.ref)
-    result = outcome(status, commit) if status is not None else None
-    if result is None:
-        raise _failed(remote, "push", finished.stderr, command.secrets, started)
-    if isinstance(result, Rejected):
-        result = Rejected(_rejection(result.reason, finished.stderr, remote, command.secrets))
-    elif isinstance(result, Accepted):
+    result = _push(cache, remote, remote.ref, commit, expected, timeout, started)
+    if isinstance(result, Accepted):
         write_ref(cache, tracking_ref(remote), commit)
-    log.debug(
-        "remote %s: push %s %s..%s -> %s in %.0f ms",
-        remote.name,
-        remote.ref,
-        expected,
-        commit,
-        _describe_result(result),
-        _ms(started),
-    )
+    _log_push(remote, remote.ref, expected, commit, result, started)
     return result
 
 
@@ -159,6 +136,25 @@ def push_branch(
     if expected is not None:
         _check_object_id(expected, "expected")
     started = time.monotonic()
+    result = _push(cache, remote, ref, commit, expected, timeout, started)
+    if isinstance(result, Moved) and remote_head(cache, remote, ref=ref) == commit:
+        result = Accepted(commit or "", already=True)
+    _log_push(remote, ref, expected, commit, result, started)
+    return result
+
+
+def _push(
+    cache: Path,
+    remote: Remote,
+    ref: str,
+    commit: str | None,
+    expected: str | None,
+    timeout: float,
+    started: float,
+) -> PushResult:
+    """Push ``commit`` (None: delete) to the remote's ``ref`` with ``--force-with-lease`` from ``expected``
+    (None: absent): the outcome git's porcelain reports for ``ref`` (a refusal in the remote's own words, a
+    deletion done ``Accepted``); ``RemoteUnavailable`` when the outcome is unknown (no line for ``ref``)."""
     args = [
         "push",
         "--porcelain",
@@ -177,9 +173,14 @@ def push_branch(
     if result is None:
         raise _failed(remote, "push", finished.stderr, command.secrets, started)
     if isinstance(result, Rejected):
-        result = Rejected(_rejection(result.reason, finished.stderr, remote, command.secrets))
-    elif isinstance(result, Moved) and remote_head(cache, remote, ref=ref) == commit:
-        result = Accepted(commit or "", already=True)
+        return Rejected(_rejection(result.reason, finished.stderr, remote, command.secrets))
+    return result
+
+
+def _log_push(
+    remote: Remote, ref: str, expected: str | None, commit: str | None, result: PushResult, started: float
+) -> None:
+    """The debug line of one push: the remote's name, never its URL."""
     log.debug(
         "remote %s: push %s %s..%s -> %s in %.0f ms",
         remote.name,
@@ -189,7 +190,6 @@ def push_branch(
         _describe_result(result),
         _ms(started),
     )
-    return result
 
 
 def clone_or_init_cache(path: Path, remote: Remote, *, timeout: float = FETCH_TIMEOUT) -> str | None:

@@ -10,6 +10,7 @@ from worker.engine.markdown.sections import (
     append_section,
     find_section,
     insert_section_after,
+    locate,
     outline,
     remove_section,
     rename_section,
@@ -126,7 +127,7 @@ def test_setext_headings() -> None:
 
 def test_replace_section_keeps_heading_and_drops_subsections() -> None:
     """The body up to the next heading of the same or higher level is replaced, subsections included."""
-    result = replace_section(PAGE, "Install", "New steps.\n\n")
+    result = replace_section(locate(PAGE, "Install"), "New steps.\n\n")
     assert "## Install\nNew steps.\n\n## Usage\n" in result
     assert "Install notes" not in result
     assert result.startswith(PAGE[: PAGE.index("## Install")])
@@ -135,61 +136,64 @@ def test_replace_section_keeps_heading_and_drops_subsections() -> None:
 
 def test_replace_last_section_without_trailing_newline() -> None:
     """At the end of the page the content is written as given; a heading without newline gets one."""
-    assert replace_section("# A\nold", "A", "new") == "# A\nnew"
-    assert replace_section("# A", "A", "new") == "# A\nnew"
-    assert replace_section("# A\nold\n# B\n", "A", "new") == "# A\nnew\n# B\n"
-    assert replace_section("# A\nold\n# B\n", "A", "") == "# A\n# B\n"
+    assert replace_section(locate("# A\nold", "A"), "new") == "# A\nnew"
+    assert replace_section(locate("# A", "A"), "new") == "# A\nnew"
+    assert replace_section(locate("# A\nold\n# B\n", "A"), "new") == "# A\nnew\n# B\n"
+    assert replace_section(locate("# A\nold\n# B\n", "A"), "") == "# A\n# B\n"
 
 
 def test_crlf_page_gets_crlf_separators() -> None:
     """Line breaks the ops add copy the page's CRLF; everything else is kept byte for byte."""
     text = "# A\r\nold\r\n# B\r\nb\r\n"
-    assert replace_section(text, "A", "new") == "# A\r\nnew\r\n# B\r\nb\r\n"
-    assert append_section(text, "A", "more") == "# A\r\nold\r\nmore\r\n# B\r\nb\r\n"
-    assert insert_section_after(text, "A", "N", 2, "n") == "# A\r\nold\r\n## N\r\nn\r\n# B\r\nb\r\n"
-    assert remove_section(text, "A") == "# B\r\nb\r\n"
-    assert rename_section(text, "B", "Bee") == "# A\r\nold\r\n# Bee\r\nb\r\n"
+    assert replace_section(locate(text, "A"), "new") == "# A\r\nnew\r\n# B\r\nb\r\n"
+    assert append_section(locate(text, "A"), "more") == "# A\r\nold\r\nmore\r\n# B\r\nb\r\n"
+    assert insert_section_after(locate(text, "A"), "N", 2, "n") == "# A\r\nold\r\n## N\r\nn\r\n# B\r\nb\r\n"
+    assert remove_section(locate(text, "A")) == "# B\r\nb\r\n"
+    assert rename_section(locate(text, "B"), "Bee") == "# A\r\nold\r\n# Bee\r\nb\r\n"
 
 
 def test_append_goes_after_subsections_and_before_trailing_blanks() -> None:
     """Appended content ends the section (subsections included); its trailing blank lines stay below."""
     text = "# A\n- one\n## A1\n- two\n\n# B\n"
-    assert append_section(text, "A", "- three") == "# A\n- one\n## A1\n- two\n- three\n\n# B\n"
-    assert append_section("# A\n\n# B\n", "A", "x\n") == "# A\nx\n\n# B\n"
-    assert append_section("# A\ntext", "A", "more") == "# A\ntext\nmore"
-    assert append_section("# A\n", "A", "") == "# A\n"
+    assert append_section(locate(text, "A"), "- three") == "# A\n- one\n## A1\n- two\n- three\n\n# B\n"
+    assert append_section(locate("# A\n\n# B\n", "A"), "x\n") == "# A\nx\n\n# B\n"
+    assert append_section(locate("# A\ntext", "A"), "more") == "# A\ntext\nmore"
+    assert append_section(locate("# A\n", "A"), "") == "# A\n"
 
 
 def test_insert_after_whole_section_keeps_spacing() -> None:
     """The new section follows the addressed one and its subsections, with the same trailing blanks."""
     text = "# A\na\n## A1\nx\n\n# B\n"
-    assert insert_section_after(text, "A", "New", 1, "body") == "# A\na\n## A1\nx\n\n# New\nbody\n\n# B\n"
-    assert insert_section_after("# A\na", "A", "Z", 2, "") == "# A\na\n## Z\n"
+    assert (
+        insert_section_after(locate(text, "A"), "New", 1, "body")
+        == "# A\na\n## A1\nx\n\n# New\nbody\n\n# B\n"
+    )
+    assert insert_section_after(locate("# A\na", "A"), "Z", 2, "") == "# A\na\n## Z\n"
 
 
 @pytest.mark.parametrize(("level", "heading"), [(0, "x"), (7, "x"), (2, ""), (2, "two\nlines"), (2, "x #")])
 def test_insert_refuses_bad_level_or_heading(level: int, heading: str) -> None:
     """Level 1-6 and a one-line heading that reads back as itself, else INVALID_BATCH."""
     with pytest.raises(BatchRejected) as caught:
-        insert_section_after("# A\n", "A", heading, level, "", index=2)
+        insert_section_after(locate("# A\n", "A", index=2), heading, level, "")
     assert (caught.value.code, caught.value.index) == ("INVALID_BATCH", 2)
 
 
 def test_remove_section_with_subsections() -> None:
     """The heading, its body and its subsections go; the rest stays."""
-    result = remove_section(PAGE, "Guide > Install")
+    result = remove_section(locate(PAGE, "Guide > Install"))
     assert "Install" not in result
     assert result == PAGE[: PAGE.index("## Install")] + PAGE[PAGE.index("## Usage") :]
-    assert remove_section("# A\na\n# B\nb", "B") == "# A\na\n"
+    assert remove_section(locate("# A\na\n# B\nb", "B")) == "# A\na\n"
 
 
 def test_rename_keeps_level_and_style() -> None:
     """ATX markers, closing hashes and indentation stay; a setext heading keeps its underline."""
-    assert rename_section(" ## Old ##  \nx\n", "Old", "New") == " ## New ##  \nx\n"
-    assert rename_section("Old\ntitle\n---\nx\n", "Old title", "New") == "New\n---\nx\n"
-    assert rename_section("#\tOld", "Old", "New") == "#\tNew"
+    assert rename_section(locate(" ## Old ##  \nx\n", "Old"), "New") == " ## New ##  \nx\n"
+    assert rename_section(locate("Old\ntitle\n---\nx\n", "Old title"), "New") == "New\n---\nx\n"
+    assert rename_section(locate("#\tOld", "Old"), "New") == "#\tNew"
     with pytest.raises(BatchRejected) as caught:
-        rename_section("# Old\n", "Old", "ends with #")
+        rename_section(locate("# Old\n", "Old"), "ends with #")
     assert caught.value.code == "INVALID_BATCH"
 
 
@@ -197,32 +201,28 @@ def test_empty_body_sections() -> None:
     """A heading directly followed by another has an empty body that can be filled."""
     text = "# A\n## B\n## C\n"
     assert [(s.text, s.body_start, s.end) for s in outline(text)] == [("A", 1, 3), ("B", 2, 2), ("C", 3, 3)]
-    assert replace_section(text, "B", "b") == "# A\n## B\nb\n## C\n"
-    assert append_section(text, "C", "c") == "# A\n## B\n## C\nc"
+    assert replace_section(locate(text, "B"), "b") == "# A\n## B\nb\n## C\n"
+    assert append_section(locate(text, "C"), "c") == "# A\n## B\n## C\nc"
 
 
-def test_expected_section_version_guards_each_op() -> None:
-    """The current section version passes; a stale one is VERSION_MISMATCH telling to re-read."""
+def test_expected_section_version_guards_the_located_section() -> None:
+    """The current section version passes; a stale one is VERSION_MISMATCH telling to re-read, naming the
+    edit (every section op edits a located section)."""
     version = find_section(PAGE, "Usage").version
-    assert replace_section(PAGE, "Usage", "x\n", expected_section_version=version).endswith("## Usage\nx\n")
-    for op in (
-        lambda v: replace_section(PAGE, "Usage", "x", index=4, expected_section_version=v),
-        lambda v: append_section(PAGE, "Usage", "x", index=4, expected_section_version=v),
-        lambda v: insert_section_after(PAGE, "Usage", "N", 2, "", index=4, expected_section_version=v),
-        lambda v: remove_section(PAGE, "Usage", index=4, expected_section_version=v),
-        lambda v: rename_section(PAGE, "Usage", "Use", index=4, expected_section_version=v),
-    ):
-        with pytest.raises(BatchRejected) as caught:
-            op("0" * 40)
-        assert (caught.value.code, caught.value.index) == ("VERSION_MISMATCH", 4)
-        assert "sections" in caught.value.message
-        op(version)
+    located = locate(PAGE, "Usage", expected_section_version=version)
+    assert replace_section(located, "x\n").endswith("## Usage\nx\n")
+    with pytest.raises(BatchRejected) as caught:
+        locate(PAGE, "Usage", index=4, expected_section_version="0" * 40)
+    assert (caught.value.code, caught.value.index) == ("VERSION_MISMATCH", 4)
+    assert "sections" in caught.value.message
 
 
 def test_other_sections_keep_their_version() -> None:
     """Changing one section leaves the versions of sections that do not contain it unchanged."""
     before = {s.address: s.version for s in outline(PAGE)}
-    after = {s.address: s.version for s in outline(replace_section(PAGE, "Usage > Notes", "changed\n"))}
+    after = {
+        s.address: s.version for s in outline(replace_section(locate(PAGE, "Usage > Notes"), "changed\n"))
+    }
     assert after["Install"] == before["Install"]
     assert after["Install > Notes"] == before["Install > Notes"]
     assert after["Usage"] != before["Usage"]

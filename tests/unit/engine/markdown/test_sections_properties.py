@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from worker.engine.markdown.sections import (
     append_section,
     find_section,
+    locate,
     outline,
     remove_section,
     replace_section,
@@ -74,11 +75,11 @@ def test_ops_change_only_the_addressed_section(text: str, data: st.DataObject) -
     section = data.draw(st.sampled_from(sections))
     lines = text.splitlines(keepends=True)
     before, after = "".join(lines[: section.start]), "".join(lines[section.end :])
-    assert remove_section(text, section.address) == before + after
-    replaced = replace_section(text, section.address, "NEW\n")
+    assert remove_section(locate(text, section.address)) == before + after
+    replaced = replace_section(locate(text, section.address), "NEW\n")
     assert replaced.startswith(before) and replaced.endswith(after)
     assert replaced.count("NEW\n") == 1
-    appended = append_section(text, section.address, "ADDED\n")
+    appended = append_section(locate(text, section.address), "ADDED\n")
     assert appended.startswith(before + "".join(lines[section.start : section.body_start]))
     assert appended.endswith(after) and appended.replace("ADDED\n", "", 1).replace("\r\n", "\n") in (
         text.replace("\r\n", "\n"),
