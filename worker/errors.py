@@ -220,13 +220,15 @@ class QueryTooCostly(WikiqError):
 
 class StorageUnavailable(WikiqError):
     """Storage cannot keep what it must: Redis did not confirm a job durable, or the data directory is full
-    or read-only. ``retry_after`` (seconds) when trying again soon may help."""
+    or read-only. ``retry_after`` (seconds) when trying again soon may help; ``job_id`` names a job that
+    was queued but not confirmed durable (it is kept, and may still run)."""
 
     code = "STORAGE_UNAVAILABLE"
 
-    def __init__(self, message: str, retry_after: int | None = None) -> None:
+    def __init__(self, message: str, retry_after: int | None = None, job_id: str | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.job_id = job_id
 
 
 class RefMoved(Exception):

@@ -140,3 +140,8 @@ def proposal_refs(partition: int) -> str:
     ``"<check job id> <commit> <pushed commit or -> <branch or ->"``): what its worker's sweep removes once
     the proposal is decided (``worker.jobs.revisions``)."""
     return f"wikiq:proposal-refs:{partition}"
+
+
+def author_proposals(principal_id: str) -> str:
+    """Sorted set of the proposals a principal made, by creation time (ms): at most ``MAX_KEPT``."""
+    return f"wikiq:author-proposals:{_digest(principal_id)}"

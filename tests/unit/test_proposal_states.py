@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from worker.git.repo import _ends_with_trailers
+from worker.jobs.proposals import DecisionDoc, ProposalDoc
 from worker.jobs.record import BatchSummary, JobRecord
 from worker.schema.answers import Author, EditError, ErrorInfo, JobResult
 from worker.schema.edits import Batch
-from worker.service.proposal_store import DecisionDoc, ProposalDoc
 from worker.service.proposals import stale_paths, state_of
 from worker.webhooks.deliver import event_type
 
@@ -59,7 +59,7 @@ def record(status: str, dry_run: bool = True, error: ErrorInfo | None = None) ->
 
 STALE = ErrorInfo(code="VERSION_MISMATCH", message="changed", index=1)
 OUTAGE = ErrorInfo(code="STORAGE_UNAVAILABLE", message="disk full")
-APPROVED = DecisionDoc(by=PAT, by_id="rita", at_ms=1, approved=True)
+APPROVED = DecisionDoc(by=PAT, by_id="rita", at_ms=NOW - 1000, approved=True)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +90,14 @@ APPROVED = DecisionDoc(by=PAT, by_id="rita", at_ms=1, approved=True)
         ({"decision": APPROVED, "landing": "landing", "commit": "c"}, None, None, "landed"),
         ({"decision": APPROVED, "landing": "landing", "stale_paths": ["x"]}, None, None, "stale"),
         ({"decision": APPROVED, "landing": "landing", "expires_ms": 0}, None, None, "approved"),
+        # its landing job has no record a minute after the approval: it was never queued
+        (
+            {"decision": APPROVED.model_copy(update={"at_ms": NOW - 60_001}), "landing": "landing"},
+            None,
+            None,
+            "failed",
+        ),
+        ({"decision": APPROVED, "landing": "landing"}, None, record("cancelled", False), "failed"),
     ],
 )
 def test_state_follows_the_document_and_the_jobs(

@@ -114,19 +114,39 @@ class JobRecord(BaseModel):
     proposal: str = ""
     # how long a finished dry run is kept (0: the store's dry-run retention); a proposal's: its life
     kept_seconds: int = 0
-    # a proposal's check: its decision ("approved", "rejected"), announced by a webhook round, and when
+    # a proposal's check: its decision ("approved", "rejected"), when, and the webhook round announcing it
     decided: str = ""
     decided_ms: int = 0
+    decided_round: int = 0
 
     def announce(self, decision: str) -> JobRecord | None:
-        """This proposal check's record with ``decision`` noted and, with a webhook, a new round for it
-        (``proposal.approved``/``proposal.rejected``); None when it is noted already."""
+        """This proposal check's record with ``decision`` noted (None when it is already) and, with a
+        webhook, the round that announces it (``proposal.approved``/``proposal.rejected``): the next one,
+        begun now, or, while a round is still being delivered, once that one ends (``begin_decision``),
+        so the event it sends is not cut short."""
         if self.decided == decision:
             return None
         self.decided, self.decided_ms = decision, now_ms()
-        if self.webhook is not None and self.status in ("succeeded", "failed"):
-            self.webhook.round += 1
-            self.webhook.state, self.webhook.attempts = "pending", []
+        hook = self.webhook
+        if hook is not None and self.status in ("succeeded", "failed"):
+            self.decided_round = hook.round + 1
+            if hook.state != "pending":
+                hook.round, hook.state = self.decided_round, "pending"
+        return self
+
+    @property
+    def deciding(self) -> bool:
+        """True while this record's webhook round is the one announcing its decision."""
+        return bool(self.decided) and self.webhook is not None and self.webhook.round >= self.decided_round
+
+    def begin_decision(self) -> JobRecord | None:
+        """The record with the round announcing its decision begun, once the round before it ended (None
+        when there is none waiting)."""
+        hook = self.webhook
+        waiting = bool(self.decided) and hook is not None and hook.round + 1 == self.decided_round
+        if hook is None or not waiting or hook.state == "pending":
+            return None
+        hook.round, hook.state = self.decided_round, "pending"
         return self
 
     def begin_run(self) -> None:

@@ -158,7 +158,7 @@ class Note:
 
 
 class _Stored(BaseModel):
-    """What the sweep reads of a stored proposal (``worker.service.proposal_store.ProposalDoc``, its JSON
+    """What the sweep reads of a stored proposal (``worker.jobs.proposals.ProposalDoc``, its JSON
     under ``keys.proposal``): its decision and expiry. Other fields are ignored."""
 
     decision: dict[str, Any] | None = None

@@ -29,11 +29,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worker.errors import Fenced, WikiqError
 from worker.jobs import events as telemetry
-from worker.jobs import lifecycle, pipeline, revisions
+from worker.jobs import lifecycle, pipeline, proposals, revisions
 from worker.jobs.context import JobContext
 from worker.jobs.finish import again, finish, finish_job, live_lease
 from worker.jobs.leases import Lease
 from worker.jobs.pipeline import Decided, Member
+from worker.jobs.proposals import ProposalStore
 from worker.jobs.queue import ClaimLost, confirm_on_replica
 from worker.jobs.resources import Resources
 from worker.jobs.results import error_info
@@ -97,8 +98,10 @@ async def _apply_batch(ctx: JobContext, job_id: str) -> str | None:
             # with its timeout; a shutdown's cancellation keeps it either way)
             raise Retry() from None
         await finish(ctx, resources, outcomes)
+        await _settle_proposals(resources, outcomes)
         raise
     await finish(ctx, resources, outcomes)
+    await _settle_proposals(resources, outcomes)
     mine = next((o for o in outcomes if o.job_id == job_id), None)
     return None if mine is None else ("failed" if mine.error else "succeeded")
 
@@ -161,6 +164,26 @@ async def _keep_revisions(
         record = outcome.member.record
         if record.proposal and not record.dry_run:
             resources.sweep_now.add(record.partition)
+
+
+async def _settle_proposals(resources: Resources, outcomes: list[Decided]) -> None:
+    """Note in the proposal of each landing job among ``outcomes`` what it ended as, now that it is
+    recorded (``worker.jobs.proposals.settle``). A failure is only logged: the proposal's next read notes
+    it, as long as the job's record is kept."""
+    settings = resources.settings
+    store = ProposalStore(
+        resources.jobs.redis, settings.proposal_retention_seconds + settings.job_retention_seconds
+    )
+    for outcome in outcomes:
+        record = outcome.member.record
+        if not record.proposal or record.dry_run:
+            continue
+        try:
+            finished = await resources.jobs.get(record.job_id)
+            if finished is not None:
+                await proposals.settle(store, resources.jobs, finished)
+        except Exception as exc:  # the proposal's reads settle it instead
+            log.warning("job %s: proposal %s not settled (%r)", record.job_id, record.proposal, exc)
 
 
 def _storage_failed(head: Member, fault: WikiqError) -> Decided:

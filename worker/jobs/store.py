@@ -148,13 +148,14 @@ class JobStore:
         raw = await self.redis.get(keys.job(job_id))
         return None if raw is None else JobRecord.model_validate_json(raw)
 
-    async def expire_soon(self, record: JobRecord, seconds: int) -> None:
+    async def expire_soon(self, record: JobRecord, seconds: int, counted: int | None = None) -> None:
         """Let the finished record live at most ``seconds`` more (never longer than it would), and count its
-        kept bytes only that long."""
+        kept bytes only that long (``counted`` seconds, when given)."""
         await self.redis.expire(keys.job(record.job_id), seconds, lt=True)
         if record.dry_run and record.submitter:
             kept, _ = keys.kept(record.submitter)
-            await self.redis.zadd(kept, {record.job_id: now_ms() + seconds * 1000}, xx=True, lt=True)
+            until = now_ms() + (seconds if counted is None else counted) * 1000
+            await self.redis.zadd(kept, {record.job_id: until}, xx=True, lt=True)
 
     async def keep(self, records: Sequence[tuple[JobRecord, int]]) -> None:
         """Count each just-finished dry run's stored size (``(record, size)``) in its submitter's queued

@@ -541,9 +541,11 @@ class Proposal(ProposalRef):
 
 
 class ProposalList(Answer):
-    """``GET /v1/wikis/{wiki}/proposals``: a wiki's proposals, newest first, without diffs."""
+    """``GET /v1/wikis/{wiki}/proposals``: a wiki's proposals, most recently proposed or re-checked first,
+    each with its latest check only, without diffs; pass ``next_cursor`` back for more."""
 
-    proposals: list[Proposal] = Field(description="newest first; each revision without result")
+    proposals: list[Proposal] = Field(description="most recent first; each with its latest check, no result")
+    next_cursor: str | None = omitted("present when there are more proposals")
 
 
 class Health(Answer):

@@ -21,21 +21,30 @@ Approving (``approve``: ``write`` on the wiki and every path the batch may write
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from redis.exceptions import RedisError
 
-from worker.errors import OUTAGES, AccessDenied, BatchRejected, ProposalNotFound, ProposalNotOpen
+from worker.errors import AccessDenied, BatchRejected, ProposalNotFound, ProposalNotOpen, StorageUnavailable
 from worker.jobs.clock import iso, now_ms
 from worker.jobs.ids import new_job_id
-from worker.jobs.record import FINISHED, JobRecord
+from worker.jobs.proposals import (
+    MAX_REVISIONS,
+    DecisionDoc,
+    ProposalDoc,
+    ProposalStore,
+    landing_error,
+    noted,
+    release,
+    stale_paths,
+    state_of,
+)
+from worker.jobs.record import JobRecord
 from worker.jobs.store import JobStore
 from worker.schema.answers import (
     Author,
     Decision,
-    ErrorInfo,
     Proposal,
     ProposalList,
     ProposalRef,
@@ -43,10 +52,9 @@ from worker.schema.answers import (
     ProposalState,
     Submitted,
 )
-from worker.schema.edits import Batch, Edit, PlanSubmission, batch_paths
+from worker.schema.edits import Batch, PlanSubmission, batch_paths
 from worker.service.caller import SINGLE_USER_ID, Principal
 from worker.service.plans import amended
-from worker.service.proposal_store import MAX_REVISIONS, DecisionDoc, ProposalDoc, ProposalStore
 from worker.settings import Settings
 
 log = logging.getLogger("wikiq.api")
@@ -55,63 +63,6 @@ MAX_COMMENT_CHARS = 2000
 DECIDABLE: frozenset[str] = frozenset({"open"})
 RECHECKABLE: frozenset[str] = frozenset({"open", "failed", "stale"})
 WITHDRAWABLE: frozenset[str] = frozenset({"checking", "open", "failed", "stale"})
-
-
-def new_proposal_id() -> str:
-    """A new proposal id: ``prop-`` and a job-id-like ULID (sortable by creation)."""
-    return PREFIX + new_job_id()
-
-
-def proposal_url(proposal_id: str) -> str:
-    """Where a proposal is read (GET) and decided (POST .../approve, .../reject)."""
-    return f"/v1/proposals/{proposal_id}"
-
-
-def review_url(doc: ProposalDoc) -> str:
-    """The proposal's review page in ``/ui``."""
-    return f"/ui/wikis/{doc.wiki}/proposals/{doc.id}"
-
-
-def state_of(
-    doc: ProposalDoc, check: JobRecord | None, landing: JobRecord | None, at_ms: int
-) -> ProposalState:
-    """A proposal's state from its document, its latest revision's dry run (None: expired) and its landing
-    job (None: none, or expired), at ``at_ms``. See the module for the transitions."""
-    decision = doc.decision
-    if decision is not None and not decision.approved:
-        return "rejected"
-    if doc.landing is not None:
-        if doc.commit is not None:
-            return "landed"
-        if doc.stale_paths is not None:
-            return "stale"
-        if doc.error is not None:
-            return "failed"
-        if landing is None or landing.status not in FINISHED:
-            return "approved"
-        if landing.status == "succeeded":
-            return "landed"
-        error = landing.error
-        return "stale" if error is not None and error.code not in OUTAGES else "failed"
-    if at_ms >= doc.expires_ms or check is None:
-        return "expired"
-    if check.status in ("queued", "running"):
-        return "checking"
-    return "open" if check.status == "succeeded" else "failed"
-
-
-def stale_paths(landing: JobRecord, check: JobRecord | None) -> list[str]:
-    """The pages a stale landing names: a ``PLAN_STALE``'s path, else the paths of the edits that failed
-    (from the reviewed batch), in order, without repeats."""
-    error = landing.error
-    if error is None:
-        return []
-    if error.details and isinstance(error.details.get("path"), str):
-        return [error.details["path"]]
-    indexes = [item.index for item in error.errors or []] or [error.index]
-    edits: Sequence[Edit] = check.batch.edits if check is not None and check.batch is not None else ()
-    found = [edits[i].path for i in indexes if i is not None and 0 <= i < len(edits)]
-    return list(dict.fromkeys(found))
 
 
 def approval_message(message: str, approver: Principal) -> str:
@@ -155,7 +106,7 @@ class Proposals:
         """The document of a new proposal of ``batch`` whose first check is the dry run ``job_id``."""
         at = now_ms()
         return ProposalDoc(
-            id=new_proposal_id(),
+            id=PREFIX + new_job_id(),  # sortable by creation, as job ids
             wiki=wiki,
             author=Author(name=caller.name, email=caller.email),
             author_id=caller.id,
@@ -169,9 +120,13 @@ class Proposals:
 
     @staticmethod
     def ref(doc: ProposalDoc, state: ProposalState = "checking") -> ProposalRef:
-        """How a submission answers the proposal it became."""
+        """How a submission answers the proposal it became: its state, where it is read (GET) and decided
+        (POST .../approve, .../reject), and its review page in ``/ui``."""
         return ProposalRef(
-            proposal_id=doc.id, state=state, url=proposal_url(doc.id), review_url=review_url(doc)
+            proposal_id=doc.id,
+            state=state,
+            url=f"/v1/proposals/{doc.id}",
+            review_url=f"/ui/wikis/{doc.wiki}/proposals/{doc.id}",
         )
 
     async def _visible(self, caller: Principal, proposal_id: str) -> ProposalDoc:
@@ -193,26 +148,13 @@ class Proposals:
     async def _settle(
         self, doc: ProposalDoc, check: JobRecord | None, landing: JobRecord | None
     ) -> ProposalDoc:
-        """Note in the document what a finished landing job ended as (its record may expire first)."""
-        if landing is None or landing.status not in FINISHED or doc.commit or doc.stale_paths or doc.error:
+        """Note in the document what a finished landing job ended as, if the worker that ran it could not
+        (``worker.jobs.proposals.settle``; the job's record may expire before the proposal)."""
+        if landing is None or noted(doc.model_copy(deep=True), landing, check) is None:
             return doc
-        state = state_of(doc, check, landing, now_ms())
-
-        def note(current: ProposalDoc) -> ProposalDoc | None:
-            if current.landing != landing.job_id:
-                return None
-            if state == "landed" and landing.result is not None:
-                current.commit = landing.result.commit
-            elif state == "stale":
-                current.stale_paths = stale_paths(landing, check)
-                current.error = landing.error
-            else:
-                current.error = landing.error or ErrorInfo(code="INTERNAL", message=f"landing job {state}")
-            return current
-
-        settled = await self.store.update(doc.id, note)
+        settled = await self.store.update(doc.id, lambda current: noted(current, landing, check))
         if settled is not None and settled.commit is not None:
-            await self._release(settled)  # landed: its checks' diffs need not be kept a week
+            await release(self.jobs, settled)  # landed: its checks' diffs need not be kept a week
         return settled or doc
 
     async def view(self, caller: Principal, proposal_id: str, diffs: bool = True) -> Proposal:
@@ -220,20 +162,24 @@ class Proposals:
         doc = await self._visible(caller, proposal_id)
         return await self._view(doc, diffs)
 
-    async def _view(self, doc: ProposalDoc, diffs: bool) -> Proposal:
+    async def _view(self, doc: ProposalDoc, diffs: bool, latest_only: bool = False) -> Proposal:
         check, landing = await self._records(doc)
         doc = await self._settle(doc, check, landing)
         state = state_of(doc, check, landing, now_ms())
         revisions = []
         for number, job_id in enumerate(doc.revisions, start=1):
-            record = check if job_id == doc.revisions[-1] else await self.jobs.get(job_id)
-            revisions.append(_revision(number, job_id, record, diffs))
+            if job_id == doc.revisions[-1]:
+                revisions.append(_revision(number, job_id, check, diffs))
+            elif not latest_only:
+                revisions.append(_revision(number, job_id, await self.jobs.get(job_id), diffs))
         stale = doc.stale_paths
         error = doc.error
         if state == "stale" and stale is None and landing is not None:
             stale, error = stale_paths(landing, check), landing.error
         elif state == "failed" and error is None:
-            error = (landing.error if landing is not None else None) or (check.error if check else None)
+            error = (
+                landing_error(doc, landing) if doc.landing is not None else (check.error if check else None)
+            )
         decision = doc.decision
         commit = doc.commit
         if commit is None and state == "landed" and landing is not None and landing.result is not None:
@@ -268,21 +214,30 @@ class Proposals:
         )
 
     async def list(
-        self, caller: Principal, wiki: str, state: ProposalState | None = None, limit: int = 50
+        self,
+        caller: Principal,
+        wiki: str,
+        state: ProposalState | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
     ) -> ProposalList:
-        """A wiki's proposals, newest first (only those in ``state`` when given), without diffs."""
+        """A wiki's proposals, most recently proposed or re-checked first (only those in ``state`` when
+        given), each with its latest check only and no diffs. One call looks at ``limit`` proposals at
+        most: ``next_cursor`` (when present) answers the ones after them."""
         caller.require(wiki, "read")
+        after = _after(cursor)
         found: list[Proposal] = []
-        for proposal_id in await self.store.ids(wiki, 500):
+        page = await self.store.page(wiki, limit, after)
+        for _, proposal_id in page:
             doc = await self.store.get(proposal_id)
             if doc is None:
+                await self.store.forget(wiki, proposal_id)
                 continue
-            proposal = await self._view(doc, diffs=False)
+            proposal = await self._view(doc, diffs=False, latest_only=True)
             if state is None or proposal.state == state:
                 found.append(proposal)
-                if len(found) >= limit:
-                    break
-        return ProposalList(proposals=found)
+        more = len(page) == limit and bool(await self.store.page(wiki, 1, page[-1]))
+        return ProposalList(proposals=found, next_cursor=f"{page[-1][0]}.{page[-1][1]}" if more else None)
 
     def refusal(self, caller: Principal, doc: ProposalDoc, batch: Batch, action: str) -> str | None:
         """Why ``caller`` may not ``action`` (approve, reject) proposal ``doc`` of ``batch``, or None when
@@ -353,6 +308,10 @@ class Proposals:
         )
         try:
             await self.submissions.land(caller, doc, batch, landing_id)
+        except StorageUnavailable as exc:
+            if exc.job_id != landing_id:  # else queued, not confirmed durable: it may still land
+                await self.store.update(doc.id, lambda d: _undecided(d, landing_id))
+            raise
         except BaseException:
             await self.store.update(doc.id, lambda d: _undecided(d, landing_id))
             raise
@@ -379,7 +338,7 @@ class Proposals:
         if decided is None or not mine or decided.decision is None or decided.decision.by_id != caller.id:
             raise ProposalNotOpen(f"proposal {doc.id} was decided or re-checked meanwhile; read it again")
         await self._announce(decided.revisions[-1], "rejected")
-        await self._release(decided)
+        await release(self.jobs, decided)
         return await self._view(decided, diffs=False)
 
     async def recheck(
@@ -391,6 +350,7 @@ class Proposals:
         doc = await self._visible(caller, proposal_id)
         if caller.id != doc.author_id:
             raise AccessDenied("only the proposal's author may re-check it")
+        caller.require(doc.wiki, "propose")
         check, landing = await self._records(doc)
         state = state_of(doc, check, landing, now_ms())
         if state not in RECHECKABLE:
@@ -405,7 +365,7 @@ class Proposals:
             )
         batch = check.batch.model_copy(update={"message": doc.message, "webhook": doc.webhook})
         if submission is not None and submission.amend is not None:
-            batch = amended(batch, submission)
+            batch = amended(batch, submission).model_copy(update={"webhook": doc.webhook})
         return await self.submissions.revise(caller, doc, batch, check.job_id)
 
     async def _announce(self, revision: str, decision: str) -> None:
@@ -416,13 +376,15 @@ class Proposals:
         except RedisError as exc:
             log.warning("proposal check %s: its %s webhook was not sent: %r", revision, decision, exc)
 
-    async def _release(self, doc: ProposalDoc) -> None:
-        """A decided proposal's checks are kept only ``dry_run_retention`` more (their bytes count in the
-        proposer's queued bytes while kept)."""
-        for job_id in doc.revisions:
-            record = await self.jobs.get(job_id)
-            if record is not None:
-                await self.jobs.expire_soon(record, self.jobs.dry_run_retention)
+
+def _after(cursor: str | None) -> tuple[int, str] | None:
+    """The last proposal of an earlier page, from its ``next_cursor`` (``INVALID_BATCH`` when malformed)."""
+    if cursor is None:
+        return None
+    moment, _, proposal_id = cursor.partition(".")
+    if not moment.isdigit() or not proposal_id.startswith(PREFIX) or len(cursor) > 100:
+        raise BatchRejected("INVALID_BATCH", "cursor: pass back the next_cursor a listing answered")
+    return int(moment), proposal_id
 
 
 def _comment(comment: str | None) -> str | None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from worker.jobs.proposals import ProposalStore
 from worker.jobs.resources import Resources
 from worker.service.jobs import Jobs
 from worker.service.links import LinkReads
-from worker.service.proposal_store import ProposalStore
 from worker.service.proposals import Proposals
 from worker.service.reads import Reads
 from worker.service.submit import Submissions
@@ -20,7 +20,6 @@ class Service:
         self.reads = Reads(settings, resources.store, wikis)
         self.links = LinkReads(self.reads)
         self.jobs = Jobs(settings, redis, wikis, jobs, resources.waiters)
-        kept = settings.proposal_retention_seconds + settings.job_retention_seconds
-        self.proposals = Proposals(settings, ProposalStore(redis, kept), jobs)
+        self.proposals = Proposals(settings, ProposalStore.of(redis, settings), jobs)
         self.submissions = Submissions(settings, redis, wikis, jobs, self.proposals)
         self.proposals.submissions = self.submissions

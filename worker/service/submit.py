@@ -42,6 +42,7 @@ from worker.errors import (
 from worker.jobs.clock import now_ms
 from worker.jobs.events import job_accepted
 from worker.jobs.ids import new_job_id, partition_of
+from worker.jobs.proposals import ProposalDoc
 from worker.jobs.queue import ACCEPTED, KEY_TAKEN, NotDurable, accept_job, enqueue_batch, ring_durably
 from worker.jobs.record import BatchSummary, JobRecord, WebhookDelivery
 from worker.jobs.store import JobStore
@@ -50,7 +51,6 @@ from worker.schema.answers import Author, Job, JobStatus, Submitted
 from worker.schema.edits import Batch, PlanSubmission, batch_paths
 from worker.service.caller import Principal
 from worker.service.plans import PLAN_USED_SECONDS, planned_batch
-from worker.service.proposal_store import ProposalDoc
 from worker.service.proposals import Proposals
 from worker.service.ratelimit import check_rate
 from worker.settings import Settings
@@ -60,9 +60,11 @@ log = logging.getLogger("wikiq.api")
 TAKE_BACK_SECONDS = 60.0  # how long a failed submission's clean-up waits for Redis to answer again
 
 
-def fingerprint(wiki: str, batch: Batch) -> str:
-    """A digest of what was submitted, to tell a retried submission from a different one."""
-    canonical = json.dumps([wiki, batch.model_dump(mode="json")], sort_keys=True, separators=(",", ":"))
+def fingerprint(wiki: str, batch: Batch, proposal: bool = False) -> str:
+    """A digest of what was submitted, to tell a retried submission from a different one (a proposal
+    from the dry run its check is)."""
+    submitted: list[object] = [wiki, batch.model_dump(mode="json"), *(["proposal"] if proposal else [])]
+    canonical = json.dumps(submitted, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -75,7 +77,7 @@ def status_url(job_id: str) -> str:
 class Intent:
     """What a submission queues besides its batch: the job's id and commit author, and the proposal it
     checks or lands (``proposal``), created with it (``new_proposal``) or re-checked after the revision
-    ``revising``; a proposal's check is kept ``kept_seconds``."""
+    ``revising`` (as ``seen``, with ``edits`` edits now); a proposal's check is kept ``kept_seconds``."""
 
     job_id: str
     author: Author
@@ -83,6 +85,9 @@ class Intent:
     kept_seconds: int = 0
     new_proposal: ProposalDoc | None = None
     revising: str = ""
+    seen: ProposalDoc | None = None  # the proposal as the re-check read it
+    edits: int = 0
+    landing: bool = False  # an approved proposal's landing
 
 
 class Submissions:
@@ -136,17 +141,18 @@ class Submissions:
     async def land(self, approver: Principal, doc: ProposalDoc, batch: Batch, job_id: str) -> Submitted:
         """Queue an approved proposal's landing ``batch`` (a plan: its ``expect`` set) as job ``job_id``,
         authored by the proposer and counted in the approver's rate and queued bytes."""
-        intent = Intent(job_id, doc.author, proposal=doc.id)
+        intent = Intent(job_id, doc.author, proposal=doc.id, landing=True)
         answer = await self._accept(approver, doc.wiki, batch, intent)
         assert isinstance(answer, Submitted)
         return answer
 
     async def revise(self, caller: Principal, doc: ProposalDoc, batch: Batch, previous: str) -> Submitted:
         """Queue a new check (revision) of proposal ``doc``: ``batch`` as a dry run, named in the proposal
-        only while ``previous`` is still its latest revision (else ``PROPOSAL_NOT_OPEN``)."""
+        only while ``previous`` is still its latest revision and nobody decided it since ``doc`` was read
+        (else ``PROPOSAL_NOT_OPEN``)."""
         intent = Intent(new_job_id(), Author(name=caller.name, email=caller.email), proposal=doc.id)
         intent.kept_seconds = self.settings.proposal_retention_seconds
-        intent.revising = previous
+        intent.revising, intent.seen, intent.edits = previous, doc, len(batch.edits)
         answer = await self._accept(caller, doc.wiki, batch.model_copy(update={"dry_run": True}), intent)
         assert isinstance(answer, Submitted)
         return answer
@@ -172,7 +178,7 @@ class Submissions:
         if not caller.may_write_paths(wiki, batch_paths(batch)):
             # like the seeds: the whole batch is refused and the denied path is not named
             raise AccessDenied("your token may not write every path of this batch", code="FORBIDDEN")
-        if batch.webhook is not None:
+        if batch.webhook is not None and not intent.landing:  # a landing's was checked when proposed
             if settings.webhook_secret is None:
                 raise WebhookRefused(
                     "this server has no WIKIQ_WEBHOOK_SECRET, so it sends no webhooks; poll the job"
@@ -185,7 +191,7 @@ class Submissions:
         scope = f"{caller.id}\x00{wiki}"
         guard = None
         if idempotency_key is not None:
-            digest = fingerprint(wiki, batch)
+            digest = fingerprint(wiki, batch, proposal=intent.new_proposal is not None)
             guard = (scope, idempotency_key, digest)
             replayed = await self._bind_key(caller.id, scope, idempotency_key, digest, job_id)
             if replayed is not None:
@@ -275,17 +281,21 @@ class Submissions:
         elif intent.revising:
             ttl = self.settings.proposal_retention_seconds
 
+            seen = intent.seen
+
             def revise(doc: ProposalDoc) -> ProposalDoc | None:
-                if doc.revisions[-1] != intent.revising:
+                decided = seen is None or doc.landing != seen.landing or doc.decision != seen.decision
+                if doc.revisions[-1] != intent.revising or decided:
                     return None
                 doc.revisions.append(intent.job_id)
                 doc.decision = doc.landing = doc.commit = doc.stale_paths = doc.error = None
-                doc.expires_ms = now_ms() + ttl * 1000
+                doc.expires_ms, doc.edits = now_ms() + ttl * 1000, intent.edits
                 return doc
 
             stored = await store.update(intent.proposal, revise)
             if stored is None or stored.revisions[-1] != intent.job_id:
                 raise ProposalNotOpen(f"proposal {intent.proposal} was re-checked or decided meanwhile")
+            await store.touch(stored)
 
     async def _unname_proposal(self, intent: Intent) -> None:
         """Take back what ``_name_proposal`` stored for a job that was not queued."""
@@ -293,12 +303,12 @@ class Submissions:
         if intent.new_proposal is not None:
             await store.delete(intent.new_proposal)
         elif intent.revising:
+            seen = intent.seen
 
             def unrevise(doc: ProposalDoc) -> ProposalDoc | None:
-                if doc.revisions[-1] != intent.job_id:
+                if doc.revisions[-1] != intent.job_id or seen is None:
                     return None
-                doc.revisions.pop()
-                return doc
+                return seen  # as it was before this re-check, which was not queued
 
             await store.update(intent.proposal, unrevise)
 
@@ -392,6 +402,7 @@ class Submissions:
             f"(see {status_url(job_id)}); submitting again with the same Idempotency-Key answers that "
             "job instead of queueing another",
             retry_after=1,
+            job_id=job_id,
         )
 
     def _record(

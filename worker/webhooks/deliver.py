@@ -88,7 +88,7 @@ def event_type(record: JobRecord) -> str:
     ``proposal.rejected`` once decided; for its landing, ``proposal.landed``, or ``proposal.stale`` when the
     wiki changed since the check (any refusal of the batch's checks)."""
     succeeded = record.status == "succeeded"
-    if record.decided:  # a proposal's check announcing its decision
+    if record.deciding:  # a proposal's check announcing its decision
         return f"proposal.{record.decided}"
     if not record.proposal:
         return "batch.succeeded" if succeeded else "batch.failed"
@@ -109,7 +109,7 @@ def event_body(record: JobRecord) -> str:
     if record.webhook is not None:
         finished = record.model_copy(update={"webhook": WebhookDelivery(url=record.webhook.url)})
     data = finished.public(reveal=True).model_dump_json()  # the receiver is the submitter's own
-    at = record.decided_ms or record.finished_ms
+    at = record.decided_ms if record.deciding else record.finished_ms
     timestamp = iso(at if at is not None else now_ms())
     return f'{{"type":"{kind}","timestamp":"{timestamp}","data":{data}}}'  # both plain ASCII, no escapes
 
@@ -117,7 +117,7 @@ def event_body(record: JobRecord) -> str:
 def event_id(record: JobRecord) -> str:
     """The ``webhook-id`` of the event ``record`` sends: ``msg_<job id>``, the same on every retry and
     redelivery; a proposal's decision is an event of its own (``msg_<job id>_approved``)."""
-    return f"msg_{record.job_id}_{record.decided}" if record.decided else f"msg_{record.job_id}"
+    return f"msg_{record.job_id}_{record.decided}" if record.deciding else f"msg_{record.job_id}"
 
 
 async def send(
@@ -246,6 +246,8 @@ async def _attempt(ctx: JobContext, job_id: str, round_: int, attempt: int) -> s
     )
 
     after = await jobs.update(job_id, noting(round_, outcome, delay))
+    if after is not None and delay is None:  # this round ended: a decision waiting for it goes out now
+        after = await jobs.update(job_id, JobRecord.begin_decision) or after
     telemetry.webhook_attempt(after or record, round_, attempt, outcome.attempt)
     if delay is not None:
         await enqueue_attempt(ctx["redis"], job_id, round_, attempt + 1, delay)

@@ -221,6 +221,8 @@ class Taker:
                 telemetry.webhook_attempt(record, entry.round, 0, outcome.attempt)
             else:
                 await self._record_changed(entry, outcome)
+            if record.proposal and record.dry_run and self._delay(outcome) is None:
+                await self.jobs.update(entry.job_id, JobRecord.begin_decision)  # a decision that waited
 
     def _item(
         self, entry: OutboxEntry, record: JobRecord, raw: bytes, outcome: Outcome, now: int

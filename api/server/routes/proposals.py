@@ -22,10 +22,14 @@ async def list_proposals(
     svc: Svc,
     caller: Caller,
     state: ProposalState | None = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[
+        int, Query(ge=1, le=200, description="proposals looked at (those in state listed)")
+    ] = 50,
+    cursor: Annotated[str | None, Query(max_length=100, description="a listing's next_cursor")] = None,
 ) -> ProposalList:
-    """A wiki's proposals, newest first (only those in ``state`` when given), without diffs."""
-    return await svc.proposals.list(caller, wiki, state, limit)
+    """A wiki's proposals, most recently proposed or re-checked first (only those in ``state`` when given),
+    each with its latest check, without diffs; ``next_cursor`` when there are more."""
+    return await svc.proposals.list(caller, wiki, state, limit, cursor)
 
 
 @router.get("/proposals/{proposal_id}", operation_id="get_proposal", response_model=Proposal)
