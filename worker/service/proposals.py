@@ -26,7 +26,14 @@ from typing import Protocol
 
 from redis.exceptions import RedisError
 
-from worker.errors import AccessDenied, BatchRejected, ProposalNotFound, ProposalNotOpen, StorageUnavailable
+from worker.errors import (
+    AccessDenied,
+    BatchRejected,
+    ProposalNotFound,
+    ProposalNotOpen,
+    StorageUnavailable,
+    WikiNotFound,
+)
 from worker.jobs.clock import iso, now_ms
 from worker.jobs.ids import new_job_id
 from worker.jobs.proposals import (
@@ -42,6 +49,7 @@ from worker.jobs.proposals import (
 )
 from worker.jobs.record import JobRecord
 from worker.jobs.store import JobStore
+from worker.jobs.wikis import Wikis
 from worker.schema.answers import (
     Author,
     Decision,
@@ -96,10 +104,11 @@ class Queue(Protocol):
 class Proposals:
     """Reading, deciding and re-checking proposals (the module says how they work)."""
 
-    def __init__(self, settings: Settings, store: ProposalStore, jobs: JobStore) -> None:
+    def __init__(self, settings: Settings, store: ProposalStore, jobs: JobStore, wikis: Wikis) -> None:
         self.settings = settings
         self.store = store
         self.jobs = jobs
+        self.wikis = wikis
         self.submissions: Queue | None = None  # set by ``Service``: approving submits a batch
 
     def new(self, caller: Principal, wiki: str, batch: Batch, job_id: str) -> ProposalDoc:
@@ -225,6 +234,8 @@ class Proposals:
         given), each with its latest check only and no diffs. One call looks at ``limit`` proposals at
         most: ``next_cursor`` (when present) answers the ones after them."""
         caller.require(wiki, "read")
+        if not await self.wikis.exists(wiki):
+            raise WikiNotFound(f"no wiki {wiki[:80]!r}; create it with POST /v1/wikis")
         after = _after(cursor)
         found: list[Proposal] = []
         page = await self.store.page(wiki, limit, after)

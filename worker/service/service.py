@@ -20,6 +20,6 @@ class Service:
         self.reads = Reads(settings, resources.store, wikis)
         self.links = LinkReads(self.reads)
         self.jobs = Jobs(settings, redis, wikis, jobs, resources.waiters)
-        self.proposals = Proposals(settings, ProposalStore.of(redis, settings), jobs)
+        self.proposals = Proposals(settings, ProposalStore.of(redis, settings), jobs, wikis)
         self.submissions = Submissions(settings, redis, wikis, jobs, self.proposals)
         self.proposals.submissions = self.submissions

@@ -25,7 +25,14 @@ async def list_proposals(
     limit: Annotated[
         int, Query(ge=1, le=200, description="proposals looked at (those in state listed)")
     ] = 50,
-    cursor: Annotated[str | None, Query(max_length=100, description="a listing's next_cursor")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=100,
+            pattern=r"^[0-9]{1,16}\.prop-[0-9A-Z]{1,40}$",
+            description="a listing's next_cursor",
+        ),
+    ] = None,
 ) -> ProposalList:
     """A wiki's proposals, most recently proposed or re-checked first (only those in ``state`` when given),
     each with its latest check, without diffs; ``next_cursor`` when there are more."""
