@@ -14,6 +14,7 @@ from bench.report import Context, Row
 from bench.wikis import Layout, build_bare
 from worker.git import GitStore, WikiRepo
 from worker.git.linkindex import link_index
+from worker.git.search import search
 from worker.git.warmup import warm
 
 ROUNDS = 15
@@ -44,9 +45,9 @@ def section(ctx: Context) -> list[Row]:
     slice_ms = _median_ms(lambda: repo.list_files(head, "", after, 1001), rounds)
     rare = f"Revision 0 of page {layout.pages - 124}."
     fast_s, fast_ms, text_s, links_s, searches = open_until_fast(repo, head, rare)
-    found = len(repo.search(head, rare, limit=100))
-    rare_ms = _median_ms(lambda: repo.search(head, rare, limit=100), rounds)
-    absent_ms = _median_ms(lambda: repo.search(head, "no such phrase anywhere", limit=100), rounds)
+    found = len(search(repo, head, rare, limit=100))
+    rare_ms = _median_ms(lambda: search(repo, head, rare, limit=100), rounds)
+    absent_ms = _median_ms(lambda: search(repo, head, "no such phrase anywhere", limit=100), rounds)
     store.close()
     pages = layout.pages
     return [
@@ -88,7 +89,7 @@ def open_until_fast(
     searches = 0
     while True:
         start = time.perf_counter()
-        repo.search(head, phrase, limit=100)
+        search(repo, head, phrase, limit=100)
         searches += 1
         ms = (time.perf_counter() - start) * 1000
         if text_s is None and repo.text_index().indexed() == head:

@@ -111,7 +111,7 @@ def time_backlinks(repo: WikiRepo, path: str, rounds: int) -> tuple[float, float
     try:
         for _ in range(rounds):
             reads = LinkReads(None)  # type: ignore[arg-type]  # collect() needs no Reads
-            FILE_INDEXES.indexes.clear()
+            FILE_INDEXES.clear()
             for times in (unindexed, parsed, repeated):
                 if times is parsed:
                     reads.answers.items.clear()

@@ -8,6 +8,7 @@ import time
 from bench.report import Context, Row
 from bench.wikis import Layout, build_bare
 from worker.git import GitStore
+from worker.git.search import search
 
 QUERIES = {
     "rare": "Revision 0 of page 9876.",  # one page
@@ -31,7 +32,7 @@ def section(ctx: Context) -> list[Row]:
         found = 0
         for _ in range(rounds):
             start = time.perf_counter()
-            found = len(repo.search(head, query, limit=100))
+            found = len(search(repo, head, query, limit=100))
             times.append(time.perf_counter() - start)
         rows.append(
             Row(
