@@ -512,8 +512,12 @@ def mcp(url: Url = None, token: Token = None) -> None:
     run_stdio(url, token, limits)
 
 
+ProposalId = Annotated[str, typer.Argument(help="proposal id (prop-...)")]
+Comment = Annotated[str | None, typer.Option(help="a comment for its author")]
+
+
 def proposal(
-    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
+    proposal_id: ProposalId,
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
@@ -526,8 +530,8 @@ def proposal(
 
 
 def approve(
-    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
-    comment: Annotated[str | None, typer.Option(help="a comment for its author")] = None,
+    proposal_id: ProposalId,
+    comment: Comment = None,
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
@@ -539,8 +543,8 @@ def approve(
 
 
 def reject(
-    proposal_id: Annotated[str, typer.Argument(help="proposal id (prop-...)")],
-    comment: Annotated[str | None, typer.Option(help="why, for its author")] = None,
+    proposal_id: ProposalId,
+    comment: Comment = None,
     url: Url = None,
     token: Token = None,
     as_json: AsJson = False,
